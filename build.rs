@@ -1,0 +1,145 @@
+//! Builds the pinned ggml with CMake and links it statically into ggml-rs.
+//!
+//! * Source: `vendor/ggml` (fetched by `scripts/fetch-ggml.sh`, which this
+//!   script runs when the folder is missing), or the tree named by the
+//!   environment variable `GGML_RS_GGML_DIR`.
+//! * ggml is always built in Release, whatever cargo's profile, and into one
+//!   folder per configuration under `target/ggml-build/`, so debug, test and
+//!   release builds of our crate share it instead of rebuilding ggml.
+//! * Cargo features pick the backends: CPU always, `rpc` (default), `cuda`,
+//!   `vulkan`, `metal`; `native` (default) tunes the CPU code for this machine.
+
+use std::env;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn feature(name: &str) -> bool {
+    env::var_os(format!("CARGO_FEATURE_{}", name.to_uppercase())).is_some()
+}
+
+fn on_off(b: bool) -> &'static str {
+    if b {
+        "ON"
+    } else {
+        "OFF"
+    }
+}
+
+/// The cargo target folder: OUT_DIR is `<target>/<profile>/build/<pkg>/out`.
+fn target_dir(out_dir: &Path) -> PathBuf {
+    if let Some(dir) = env::var_os("CARGO_TARGET_DIR") {
+        return PathBuf::from(dir);
+    }
+    out_dir
+        .ancestors()
+        .find(|p| p.file_name().map(|n| n == "target").unwrap_or(false))
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| out_dir.join("ggml"))
+}
+
+fn main() {
+    let manifest = PathBuf::from(env::var("CARGO_MANIFEST_DIR").unwrap());
+    let out_dir = PathBuf::from(env::var("OUT_DIR").unwrap());
+
+    println!("cargo:rerun-if-env-changed=GGML_RS_GGML_DIR");
+    println!("cargo:rerun-if-changed=cmake/ggml/CMakeLists.txt");
+    println!("cargo:rerun-if-changed=build.rs");
+
+    let ggml_dir = match env::var_os("GGML_RS_GGML_DIR") {
+        Some(d) => PathBuf::from(d),
+        None => {
+            let d = manifest.join("vendor/ggml");
+            if !d.join("include/ggml.h").exists() {
+                let status = Command::new("bash")
+                    .arg(manifest.join("scripts/fetch-ggml.sh"))
+                    .status()
+                    .expect("running scripts/fetch-ggml.sh");
+                assert!(status.success(), "scripts/fetch-ggml.sh failed");
+            }
+            println!("cargo:rerun-if-changed=vendor/ggml/.ggml-rs-stamp");
+            d
+        }
+    };
+    assert!(
+        ggml_dir.join("include/ggml.h").exists(),
+        "no ggml source tree at {}",
+        ggml_dir.display()
+    );
+
+    let native = feature("native");
+    let (rpc, cuda, vulkan, metal) = (feature("rpc"), feature("cuda"), feature("vulkan"), feature("metal"));
+    let key = format!(
+        "n{}r{}c{}v{}m{}",
+        native as u8, rpc as u8, cuda as u8, vulkan as u8, metal as u8
+    );
+    let build_dir = target_dir(&out_dir).join("ggml-build").join(key);
+
+    let mut cfg = cmake::Config::new(manifest.join("cmake/ggml"));
+    cfg.out_dir(&build_dir)
+        .profile("Release")
+        .define("GGML_RS_GGML_DIR", &ggml_dir)
+        .define("BUILD_SHARED_LIBS", "OFF")
+        .define("CMAKE_POSITION_INDEPENDENT_CODE", "ON")
+        .define("GGML_NATIVE", on_off(native))
+        .define("GGML_OPENMP", "OFF")
+        .define("GGML_RPC", on_off(rpc))
+        .define("GGML_CUDA", on_off(cuda))
+        .define("GGML_VULKAN", on_off(vulkan))
+        .define("GGML_METAL", on_off(metal))
+        .define("GGML_BLAS", "OFF")
+        .define("GGML_BUILD_TESTS", "OFF")
+        .define("GGML_BUILD_EXAMPLES", "OFF")
+        .define("GGML_BACKEND_DL", "OFF")
+        .define("CMAKE_INSTALL_LIBDIR", "lib")
+        // The cmake crate forwards cargo's debug flags; keep ggml optimised.
+        .cflag("-O3")
+        .cxxflag("-O3");
+    if Command::new("ninja").arg("--version").output().is_ok() {
+        cfg.generator("Ninja");
+    }
+    if metal {
+        cfg.define("GGML_METAL_EMBED_LIBRARY", "ON");
+    }
+    let dst = cfg.build();
+
+    let lib = dst.join("lib");
+    println!("cargo:rustc-link-search=native={}", lib.display());
+    let mut libs = vec!["ggml", "ggml-base", "ggml-cpu"];
+    if rpc {
+        libs.insert(1, "ggml-rpc");
+    }
+    if cuda {
+        libs.insert(1, "ggml-cuda");
+    }
+    if vulkan {
+        libs.insert(1, "ggml-vulkan");
+    }
+    if metal {
+        libs.insert(1, "ggml-metal");
+    }
+    for l in &libs {
+        println!("cargo:rustc-link-lib=static={l}");
+    }
+    if cuda {
+        for l in ["cudart", "cublas", "cublasLt", "cuda"] {
+            println!("cargo:rustc-link-lib={l}");
+        }
+    }
+    if vulkan {
+        println!("cargo:rustc-link-lib=vulkan");
+    }
+    if metal {
+        for f in ["Foundation", "Metal", "MetalKit"] {
+            println!("cargo:rustc-link-lib=framework={f}");
+        }
+    }
+    let target = env::var("TARGET").unwrap_or_default();
+    if target.contains("apple") {
+        println!("cargo:rustc-link-lib=c++");
+    } else {
+        println!("cargo:rustc-link-lib=stdc++");
+    }
+    // Where the ggml headers are, for our own tests and tools.
+    println!("cargo:include={}", ggml_dir.join("include").display());
+    println!("cargo:rustc-env=GGML_RS_GGML_INCLUDE={}", ggml_dir.join("include").display());
+}

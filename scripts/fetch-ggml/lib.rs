@@ -1,0 +1,1 @@
+// never built; see Cargo.toml

@@ -1,0 +1,485 @@
+//! `Context`: where graphs are built and data tensors are created.
+//!
+//! A context family shares one ggml context (tensor headers) and one list
+//! of backend buffers (the memory of data tensors). `input()` and `layer(i)`
+//! make siblings that share both but put new data tensors in another buffer
+//! type, as Ollama's `Context.Input()` / `Layer(i)` do. Each sibling has its
+//! own graph, batch hint and recorded error. The shared memory is freed when
+//! the last sibling is dropped.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use super::backend::Backend;
+use super::{check, Error, ErrorKind, Result, Tensor};
+use crate::sys;
+
+/// Where `empty`/`zeros`/`from_*` put a new tensor's memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Placement {
+    /// No buffer type: data tensors are refused (ops are fine).
+    None,
+    /// Host memory of the CPU device (model inputs).
+    Input,
+    /// The device that holds repeating layer `i` (KV cache, states).
+    Layer(usize),
+}
+
+pub(crate) struct Shared {
+    pub backend: Backend,
+    pub ctx: *mut sys::ggml_context,
+    pub max_nodes: usize,
+    buffers: Mutex<Vec<sys::ggml_backend_buffer_t>>,
+}
+
+unsafe impl Send for Shared {}
+unsafe impl Sync for Shared {}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        unsafe {
+            for b in self.buffers.get_mut().drain(..) {
+                sys::ggml_backend_buffer_free(b);
+            }
+            sys::ggml_free(self.ctx);
+        }
+    }
+}
+
+/// A graph under construction, in a small ggml context of its own so that
+/// each sibling can have one without eating into the tensor capacity.
+struct Graph {
+    ctx: *mut sys::ggml_context,
+    graph: *mut sys::ggml_cgraph,
+    /// Every tensor already in the graph (nodes and leaves), to check
+    /// capacity before ggml would assert on it.
+    members: HashSet<usize>,
+    n_nodes: usize,
+    n_leafs: usize,
+}
+
+impl Drop for Graph {
+    fn drop(&mut self) {
+        unsafe { sys::ggml_free(self.ctx) };
+    }
+}
+
+pub struct Context {
+    pub(crate) shared: Arc<Shared>,
+    placement: Placement,
+    graph: Option<Graph>,
+    batch_size: i32,
+    first_error: Option<Error>,
+}
+
+unsafe impl Send for Context {}
+
+fn is_leaf(t: &sys::ggml_tensor) -> bool {
+    t.op == sys::GGML_OP_NONE && (t.flags & sys::GGML_TENSOR_FLAG_PARAM as i32) == 0
+}
+
+impl Context {
+    /// A root context able to hold `max_nodes` tensors and graph nodes
+    /// (0: the backend's default).
+    pub fn new(backend: &Backend, max_nodes: usize) -> Result<Context> {
+        let limit = backend.max_graph_nodes();
+        let max_nodes = if max_nodes == 0 { limit } else { max_nodes };
+        if max_nodes > limit {
+            return Err(Error::invalid(format!(
+                "new context: requested size {max_nodes} exceeds the backend's maximum of {limit} graph nodes"
+            )));
+        }
+        let mem = max_nodes * unsafe { sys::ggml_tensor_overhead() };
+        let params = sys::ggml_init_params { mem_size: mem, mem_buffer: std::ptr::null_mut(), no_alloc: true };
+        let ctx = unsafe { sys::ggml_init(params) };
+        if ctx.is_null() {
+            return Err(Error::oom(format!("new context: cannot allocate {mem} bytes of tensor headers")));
+        }
+        Ok(Context {
+            shared: Arc::new(Shared { backend: backend.clone(), ctx, max_nodes, buffers: Mutex::new(Vec::new()) }),
+            placement: Placement::None,
+            graph: None,
+            batch_size: -1,
+            first_error: None,
+        })
+    }
+
+    fn sibling(&self, placement: Placement) -> Context {
+        Context { shared: self.shared.clone(), placement, graph: None, batch_size: -1, first_error: None }
+    }
+
+    /// A sibling whose data tensors live in CPU host memory.
+    pub fn input(&self) -> Context {
+        self.sibling(Placement::Input)
+    }
+
+    /// A sibling whose data tensors live on layer `i`'s device.
+    pub fn layer(&self, i: usize) -> Context {
+        self.sibling(Placement::Layer(i))
+    }
+
+    pub fn placement(&self) -> Placement {
+        self.placement
+    }
+    pub fn backend(&self) -> &Backend {
+        &self.shared.backend
+    }
+    pub fn max_graph_nodes(&self) -> usize {
+        self.shared.max_nodes
+    }
+    pub fn set_batch_size(&mut self, n: i32) {
+        // Upstream ggml has no scheduler batch hint; its per-op offload rule
+        // (batch ≥ 32) already does what Ollama's hint was for. Kept as state
+        // so callers can read it back and for future use.
+        self.batch_size = n;
+    }
+    pub fn batch_size(&self) -> i32 {
+        self.batch_size
+    }
+
+    // ---- errors ---------------------------------------------------------
+
+    /// Remembers the first failed op, so that a caller who ignored an op's
+    /// error still gets it from `compute`.
+    pub fn record(&mut self, e: &Error) {
+        if self.first_error.is_none() {
+            self.first_error = Some(e.clone());
+        }
+    }
+    /// Forgets a recorded op error (the caller handled it).
+    pub fn clear_error(&mut self) {
+        self.first_error = None;
+    }
+    pub fn recorded_error(&self) -> Option<&Error> {
+        self.first_error.as_ref()
+    }
+
+    // ---- tensor headers -------------------------------------------------
+
+    /// The ggml context for an op that creates up to `n` tensors, after
+    /// checking there is room for them (ggml would abort otherwise).
+    pub(crate) fn room(&self, op: &str, n: usize) -> Result<*mut sys::ggml_context> {
+        let ctx = self.shared.ctx;
+        let (size, used) = unsafe { (sys::ggml_get_mem_size(ctx), sys::ggml_used_mem(ctx)) };
+        let need = n * unsafe { sys::ggml_tensor_overhead() };
+        if size.saturating_sub(used) < need {
+            return Err(Error::oom(format!(
+                "{op}: context is full ({} tensors); create it with a larger size",
+                self.shared.max_nodes
+            )));
+        }
+        Ok(ctx)
+    }
+
+    /// Wraps a tensor returned by a ggml constructor.
+    pub(crate) fn made(&self, op: &str, p: *mut sys::ggml_tensor) -> Result<Tensor> {
+        unsafe { Tensor::from_raw(p) }.ok_or_else(|| Error::oom(format!("{op}: ggml returned no tensor")))
+    }
+
+    /// A tensor header without memory (`ne` in ggml order).
+    pub fn new_tensor(&mut self, op: &str, dtype: sys::ggml_type, ne: [i64; 4]) -> Result<Tensor> {
+        check::type_arg(op, dtype)?;
+        check::block_aligned(op, dtype, ne[0])?;
+        let ctx = self.room(op, 1)?;
+        let p = unsafe { sys::ggml_new_tensor(ctx, dtype, 4, ne.as_ptr()) };
+        self.made(op, p)
+    }
+
+    // ---- data tensors ---------------------------------------------------
+
+    fn buffer_type(&self, op: &str) -> Result<sys::ggml_backend_buffer_type_t> {
+        match self.placement {
+            Placement::None => Err(Error::invalid(format!(
+                "{op}: set Input or Layer before creating tensors"
+            ))),
+            // Without a model every layer lives on the CPU (issue 3 places
+            // layers on devices).
+            Placement::Input | Placement::Layer(_) => Ok(self.shared.backend.cpu_buft()),
+        }
+    }
+
+    /// A tensor with its own freshly allocated buffer; contents undefined.
+    /// An empty `shape`, or `shape[0] == 0`, gives a 1-D zero-element tensor
+    /// without memory (as Ollama's engine does).
+    pub fn empty(&mut self, dtype: sys::ggml_type, shape: &[i64]) -> Result<Tensor> {
+        const OP: &str = "empty";
+        check::type_arg(OP, dtype)?;
+        if shape.is_empty() || shape[0] == 0 {
+            if shape.len() > 4 {
+                check::shape_arg(OP, shape, true)?;
+            }
+            let ctx = self.room(OP, 1)?;
+            return self.made(OP, unsafe { sys::ggml_new_tensor_1d(ctx, dtype, 0) });
+        }
+        let ne = check::shape_arg(OP, shape, false)?;
+        check::block_aligned(OP, dtype, ne[0])?;
+        let buft = self.buffer_type(OP)?;
+        let ctx = self.room(OP, 1)?;
+        let t = self.made(OP, unsafe { sys::ggml_new_tensor(ctx, dtype, shape.len() as i32, ne.as_ptr()) })?;
+        let size = unsafe { sys::ggml_backend_buft_get_alloc_size(buft, t.as_ptr()) };
+        let align = unsafe { sys::ggml_backend_buft_get_alignment(buft) }.max(1);
+        let size = size.div_ceil(align) * align;
+        let max = unsafe { sys::ggml_backend_buft_get_max_size(buft) };
+        if size > max {
+            return Err(Error::oom(format!(
+                "{OP}: {} needs {size} bytes, more than the largest buffer of {max} bytes",
+                t.describe()
+            )));
+        }
+        let buf = unsafe { sys::ggml_backend_buft_alloc_buffer(buft, size) };
+        if buf.is_null() {
+            return Err(Error::oom(format!("{OP}: failed to allocate {size} bytes for {}", t.describe())));
+        }
+        self.shared.buffers.lock().push(buf);
+        let status = unsafe { sys::ggml_backend_tensor_alloc(buf, t.as_ptr(), sys::ggml_backend_buffer_get_base(buf)) };
+        if status != sys::GGML_STATUS_SUCCESS {
+            return Err(Error::oom(format!("{OP}: could not place {} in its buffer", t.describe())));
+        }
+        Ok(t)
+    }
+
+    pub fn zeros(&mut self, dtype: sys::ggml_type, shape: &[i64]) -> Result<Tensor> {
+        let t = self.empty(dtype, shape)?;
+        if t.has_data() {
+            unsafe { sys::ggml_backend_tensor_memset(t.as_ptr(), 0, 0, t.nbytes()) };
+        }
+        Ok(t)
+    }
+
+    /// `empty` followed by an upload of `data` (exactly the tensor's size;
+    /// an empty slice uploads nothing).
+    pub fn from_bytes(&mut self, dtype: sys::ggml_type, shape: &[i64], data: &[u8]) -> Result<Tensor> {
+        check::type_arg("from_bytes", dtype)?;
+        if !data.is_empty() && !shape.is_empty() && shape.iter().all(|&d| d > 0) {
+            // Check the size before allocating anything.
+            let ne = check::shape_arg("from_bytes", shape, false)?;
+            check::block_aligned("from_bytes", dtype, ne[0])?;
+            let want = row_bytes(dtype, ne[0]) * (ne[1] * ne[2] * ne[3]) as usize;
+            if want != data.len() {
+                return Err(Error::shape(format!(
+                    "from_bytes: data size does not match tensor size: {} bytes for {}{:?} which needs {want}",
+                    data.len(),
+                    super::tensor::type_name(dtype),
+                    shape
+                )));
+            }
+        }
+        let t = self.empty(dtype, shape)?;
+        if !data.is_empty() {
+            super::data::write(t, data, "from_bytes")?;
+        }
+        Ok(t)
+    }
+
+    /// `[start, stop)` in steps of `step`: F32 as a graph node (computed at
+    /// run time), I32 as host data.
+    pub fn arange(&mut self, start: f32, stop: f32, step: f32, dtype: sys::ggml_type) -> Result<Tensor> {
+        const OP: &str = "arange";
+        if !(start.is_finite() && stop.is_finite() && step.is_finite()) || step == 0.0 || (stop - start) / step < 0.0 {
+            return Err(Error::invalid(format!("{OP}: invalid range start={start} stop={stop} step={step}")));
+        }
+        let n = ((stop - start) / step).ceil() as i64;
+        if n > (1 << 31) {
+            return Err(Error::invalid(format!("{OP}: range of {n} elements is too large")));
+        }
+        match dtype {
+            sys::GGML_TYPE_F32 => {
+                if n <= 0 {
+                    return Err(Error::invalid(format!("{OP}: empty range start={start} stop={stop}")));
+                }
+                let ctx = self.room(OP, 1)?;
+                self.made(OP, unsafe { sys::ggml_arange(ctx, start, stop, step) })
+            }
+            sys::GGML_TYPE_I32 => {
+                let vals: Vec<i32> = (0..n).map(|i| (start + step * i as f32) as i32).collect();
+                let bytes: Vec<u8> = vals.iter().flat_map(|v| v.to_le_bytes()).collect();
+                let mut input = self.input();
+                input.from_bytes(sys::GGML_TYPE_I32, &[n], &bytes)
+            }
+            _ => Err(Error::dtype(format!(
+                "{OP}: unsupported dtype for arange: {}",
+                super::tensor::type_name(dtype)
+            ))),
+        }
+    }
+
+    // ---- graphs -----------------------------------------------------------
+
+    fn graph_mut(&mut self) -> Result<&mut Graph> {
+        if self.graph.is_none() {
+            let n = self.shared.max_nodes;
+            let mem = unsafe { sys::ggml_graph_overhead_custom(n, false) };
+            let params = sys::ggml_init_params { mem_size: mem, mem_buffer: std::ptr::null_mut(), no_alloc: true };
+            let ctx = unsafe { sys::ggml_init(params) };
+            if ctx.is_null() {
+                return Err(Error::oom("forward: cannot allocate the graph"));
+            }
+            let graph = unsafe { sys::ggml_new_graph_custom(ctx, n, false) };
+            self.graph = Some(Graph { ctx, graph, members: HashSet::new(), n_nodes: 0, n_leafs: 0 });
+        }
+        Ok(self.graph.as_mut().unwrap())
+    }
+
+    /// Adds `ts` and everything they depend on to this context's graph.
+    pub fn forward(&mut self, ts: &[Tensor]) -> Result<()> {
+        let cap = self.shared.max_nodes;
+        let g = self.graph_mut()?;
+        for &t in ts {
+            // Count what ggml would add, so it never overflows the graph.
+            let mut stack = vec![t.as_ptr()];
+            let mut fresh: Vec<usize> = Vec::new();
+            let mut seen: HashSet<usize> = HashSet::new();
+            let (mut nodes, mut leafs) = (0usize, 0usize);
+            while let Some(p) = stack.pop() {
+                let key = p as usize;
+                if g.members.contains(&key) || !seen.insert(key) {
+                    continue;
+                }
+                let r = unsafe { &*p };
+                if is_leaf(r) {
+                    leafs += 1;
+                } else {
+                    nodes += 1;
+                }
+                fresh.push(key);
+                for &s in r.src.iter() {
+                    if !s.is_null() {
+                        stack.push(s);
+                    }
+                }
+            }
+            if g.n_nodes + nodes > cap || g.n_leafs + leafs > cap {
+                return Err(Error::oom(format!(
+                    "forward: graph would have {} nodes and {} leaves, more than this context's {cap}",
+                    g.n_nodes + nodes,
+                    g.n_leafs + leafs
+                )));
+            }
+            unsafe { sys::ggml_build_forward_expand(g.graph, t.as_ptr()) };
+            g.n_nodes += nodes;
+            g.n_leafs += leafs;
+            g.members.extend(fresh);
+        }
+        Ok(())
+    }
+
+    /// Fails with the first recorded op error, if any (and forgets it).
+    fn check_recorded(&mut self, what: &str) -> Result<()> {
+        if let Some(e) = self.first_error.take() {
+            return Err(Error::new(e.kind, format!("{what}: an earlier op on this context failed: {}", e.message)));
+        }
+        Ok(())
+    }
+
+    /// Before (re)allocating a graph: forget addresses that a previous
+    /// compute assigned from the scheduler's buffers, so the allocator plans
+    /// every intermediate afresh (a graph may be computed many times as it
+    /// grows; stale addresses would overlap new ones).
+    fn reset_allocations(&mut self) {
+        let Some(g) = self.graph.as_ref() else { return };
+        for &key in &g.members {
+            let t = unsafe { &mut *(key as *mut sys::ggml_tensor) };
+            let compute_owned = !t.buffer.is_null()
+                && unsafe { sys::ggml_backend_buffer_get_usage(t.buffer) } == sys::GGML_BACKEND_BUFFER_USAGE_COMPUTE;
+            if (!t.view_src.is_null() && !is_leaf(t)) || compute_owned {
+                t.data = std::ptr::null_mut();
+                t.buffer = std::ptr::null_mut();
+            }
+        }
+    }
+
+    /// Every node must be supported by some device of the scheduler, or
+    /// ggml would abort while splitting the graph.
+    fn check_supported(&self) -> Result<()> {
+        let Some(g) = self.graph.as_ref() else { return Ok(()) };
+        let inner = &self.shared.backend.inner;
+        let n = unsafe { sys::ggml_graph_n_nodes(g.graph) };
+        for i in 0..n {
+            let node = unsafe { sys::ggml_graph_node(g.graph, i) };
+            let ok = inner.devices.iter().any(|d| unsafe { sys::ggml_backend_supports_op(d.backend, node) });
+            if !ok {
+                let t = unsafe { Tensor::from_raw(node) }.unwrap();
+                let op = unsafe { std::ffi::CStr::from_ptr(sys::ggml_op_desc(node)) }.to_string_lossy();
+                return Err(Error::unsupported(format!(
+                    "compute: no device supports {op} producing {}",
+                    t.describe()
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Computes this context's graph (after adding `outputs` to it). The
+    /// outputs stay readable until the backend computes another graph.
+    pub fn compute(&mut self, outputs: &[Tensor]) -> Result<()> {
+        self.check_recorded("compute")?;
+        self.forward(outputs)?;
+        for &t in outputs {
+            unsafe { sys::ggml_set_output(t.as_ptr()) };
+        }
+        if self.graph.as_ref().map(|g| g.n_nodes).unwrap_or(0) == 0 {
+            return Ok(());
+        }
+        self.check_supported()?;
+        let inner = self.shared.backend.inner.clone();
+        let _guard = inner.compute_lock.lock();
+        if !inner.alloc_memory {
+            return Err(Error::invalid("compute: backend was created without memory allocation"));
+        }
+        self.reset_allocations();
+        let graph = self.graph.as_ref().unwrap().graph;
+        unsafe {
+            sys::ggml_backend_sched_reset(inner.sched);
+            if !sys::ggml_backend_sched_alloc_graph(inner.sched, graph) {
+                return Err(Error::oom("compute: failed to allocate the compute buffers for this graph"));
+            }
+            let status = sys::ggml_backend_sched_graph_compute(inner.sched, graph);
+            match status {
+                sys::GGML_STATUS_SUCCESS => Ok(()),
+                sys::GGML_STATUS_ABORTED => Err(Error::new(ErrorKind::Aborted, "compute: aborted")),
+                sys::GGML_STATUS_ALLOC_FAILED => Err(Error::oom("compute: allocation failed")),
+                s => Err(Error::new(ErrorKind::Compute, format!("compute: ggml graph failed with status {s}"))),
+            }
+        }
+    }
+
+    /// Sizes (and, when the backend allocates, allocates) the compute
+    /// buffers for this graph as a worst case. Returns the compute buffer
+    /// bytes per scheduler device, in the backend's device order.
+    pub fn reserve(&mut self) -> Result<Vec<u64>> {
+        self.check_recorded("reserve")?;
+        let inner = self.shared.backend.inner.clone();
+        let n = inner.devices.len();
+        if self.graph.as_ref().map(|g| g.n_nodes).unwrap_or(0) == 0 {
+            return Ok(vec![0; n]);
+        }
+        self.check_supported()?;
+        let _guard = inner.compute_lock.lock();
+        self.reset_allocations();
+        let graph = self.graph.as_ref().unwrap().graph;
+        let mut sizes = vec![0usize; n];
+        unsafe {
+            sys::ggml_backend_sched_reset(inner.sched);
+            sys::ggml_backend_sched_reserve_size(inner.sched, graph, sizes.as_mut_ptr());
+            if inner.alloc_memory {
+                if !sys::ggml_backend_sched_reserve(inner.sched, graph) {
+                    return Err(Error::oom(format!(
+                        "reserve: failed to allocate compute buffers of {:?} bytes per device",
+                        sizes
+                    )));
+                }
+                for (i, d) in inner.devices.iter().enumerate() {
+                    sizes[i] = sys::ggml_backend_sched_get_buffer_size(inner.sched, d.backend);
+                }
+            }
+        }
+        Ok(sizes.into_iter().map(|s| s as u64).collect())
+    }
+}
+
+/// Bytes of one row of `ne0` elements of type `t`.
+pub(crate) fn row_bytes(t: sys::ggml_type, ne0: i64) -> usize {
+    unsafe { sys::ggml_row_size(t, ne0) }
+}

@@ -1,0 +1,22 @@
+//! The safe layer: devices, backends, contexts, tensors and ops.
+//!
+//! Every op validates its arguments (types, shapes, strides, counts) before
+//! calling ggml, because ggml reports bad arguments with GGML_ASSERT, which
+//! aborts the process.
+
+pub mod backend;
+pub mod check;
+pub mod context;
+pub mod data;
+pub mod device;
+pub mod error;
+pub mod log;
+pub mod ops;
+pub mod tensor;
+pub mod threads;
+
+pub use backend::{Backend, BackendParams, FlashAttention};
+pub use context::{Context, Placement};
+pub use device::{DeviceInfo, DeviceType};
+pub use error::{Error, ErrorKind, Result};
+pub use tensor::Tensor;

@@ -1,0 +1,58 @@
+//! Element-wise arithmetic with broadcasting: add, sub, mul, div, scale,
+//! clamp.
+
+use crate::ml::{check, Context, Error, Result, Tensor};
+use crate::sys;
+
+type BinaryFn = unsafe extern "C" fn(*mut sys::ggml_context, *mut sys::ggml_tensor, *mut sys::ggml_tensor) -> *mut sys::ggml_tensor;
+
+impl Context {
+    /// `a op b` with `b` broadcast to `a`'s shape; the result has `a`'s type.
+    fn binary(&mut self, op: &str, a: Tensor, b: Tensor, f: BinaryFn) -> Result<Tensor> {
+        check::float(op, "a", a)?;
+        check::float(op, "b", b)?;
+        // ggml's CPU kernels write F16 results only from F16 inputs.
+        if a.dtype() == check::F32 && b.dtype() != check::F32 {
+            return Err(Error::dtype(format!(
+                "{op}: an f32 tensor takes only f32 operands, got {} and {}",
+                a.describe(),
+                b.describe()
+            )));
+        }
+        check::rows_contiguous(op, "b", b)?;
+        check::repeatable(op, b, a)?;
+        let ctx = self.room(op, 1)?;
+        self.made(op, unsafe { f(ctx, a.as_ptr(), b.as_ptr()) })
+    }
+
+    pub fn add(&mut self, a: Tensor, b: Tensor) -> Result<Tensor> {
+        self.binary("add", a, b, sys::ggml_add)
+    }
+    pub fn sub(&mut self, a: Tensor, b: Tensor) -> Result<Tensor> {
+        self.binary("sub", a, b, sys::ggml_sub)
+    }
+    pub fn mul(&mut self, a: Tensor, b: Tensor) -> Result<Tensor> {
+        self.binary("mul", a, b, sys::ggml_mul)
+    }
+    pub fn div(&mut self, a: Tensor, b: Tensor) -> Result<Tensor> {
+        self.binary("div", a, b, sys::ggml_div)
+    }
+
+    /// `a * s`.
+    pub fn scale(&mut self, a: Tensor, s: f32) -> Result<Tensor> {
+        check::float("scale", "a", a)?;
+        check::rows_contiguous("scale", "a", a)?;
+        let ctx = self.room("scale", 1)?;
+        self.made("scale", unsafe { sys::ggml_scale(ctx, a.as_ptr(), s) })
+    }
+
+    /// `min(max(a, lo), hi)`.
+    pub fn clamp(&mut self, a: Tensor, lo: f32, hi: f32) -> Result<Tensor> {
+        check::float("clamp", "a", a)?;
+        if lo.is_nan() || hi.is_nan() || lo > hi {
+            return Err(Error::invalid(format!("clamp: invalid bounds min={lo} max={hi}")));
+        }
+        let ctx = self.room("clamp", 1)?;
+        self.made("clamp", unsafe { sys::ggml_clamp(ctx, a.as_ptr(), lo, hi) })
+    }
+}

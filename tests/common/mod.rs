@@ -1,0 +1,85 @@
+//! Helpers shared by the Rust integration tests: a backend, random data,
+//! uploads and read-backs, and tolerance checks.
+#![allow(dead_code)]
+
+use ggml_rs::ml::{Backend, BackendParams, Context, Tensor};
+use ggml_rs::sys;
+
+pub const F32: u32 = sys::GGML_TYPE_F32;
+pub const F16: u32 = sys::GGML_TYPE_F16;
+pub const I32: u32 = sys::GGML_TYPE_I32;
+
+pub fn backend() -> Backend {
+    Backend::new(&BackendParams { n_threads: 2, ..Default::default() }).expect("backend")
+}
+
+/// A root context and its Input() sibling.
+pub fn contexts(b: &Backend) -> (Context, Context) {
+    let root = Context::new(b, 4096).expect("context");
+    let input = root.input();
+    (root, input)
+}
+
+/// Deterministic xorshift random numbers in [-1, 1).
+pub struct Rng(u64);
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed.wrapping_mul(0x9E3779B97F4A7C15) | 1)
+    }
+    pub fn next_u64(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.0 = x;
+        x
+    }
+    pub fn f32(&mut self) -> f32 {
+        ((self.next_u64() >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+    }
+    pub fn vec(&mut self, n: usize) -> Vec<f32> {
+        (0..n).map(|_| self.f32()).collect()
+    }
+}
+
+pub fn f16_bits(x: f32) -> u16 {
+    unsafe { sys::ggml_fp32_to_fp16(x) }
+}
+pub fn f16_round(x: f32) -> f32 {
+    unsafe { sys::ggml_fp16_to_fp32(sys::ggml_fp32_to_fp16(x)) }
+}
+
+/// Uploads `vals` (ggml order) as a tensor of `dtype` (F32 or F16).
+pub fn upload(ctx: &mut Context, dtype: u32, shape: &[i64], vals: &[f32]) -> Tensor {
+    let bytes: Vec<u8> = match dtype {
+        sys::GGML_TYPE_F32 => vals.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        sys::GGML_TYPE_F16 => vals.iter().flat_map(|&v| f16_bits(v).to_le_bytes()).collect(),
+        _ => panic!("upload: unsupported dtype {dtype}"),
+    };
+    ctx.from_bytes(dtype, shape, &bytes).expect("upload")
+}
+
+pub fn upload_i32(ctx: &mut Context, shape: &[i64], vals: &[i32]) -> Tensor {
+    let bytes: Vec<u8> = vals.iter().flat_map(|v| v.to_le_bytes()).collect();
+    ctx.from_bytes(I32, shape, &bytes).expect("upload i32")
+}
+
+/// Computes `t` in `ctx` and reads it back as f32.
+pub fn eval(ctx: &mut Context, t: Tensor) -> Vec<f32> {
+    ctx.compute(&[t]).expect("compute");
+    ggml_rs::ml::data::read_f32(t, "test").expect("read")
+}
+
+/// Asserts |got - want| <= atol + rtol*|want| everywhere.
+pub fn assert_close(what: &str, got: &[f32], want: &[f32], atol: f32, rtol: f32) {
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
+        let ok = (g - w).abs() <= atol + rtol * w.abs() || (g.is_nan() && w.is_nan()) || (g == w);
+        assert!(ok, "{what}: element {i}: got {g}, want {w} (atol {atol}, rtol {rtol})");
+    }
+}
+
+/// Index of element (i0,i1,i2,i3) in a contiguous tensor of shape `ne`.
+pub fn idx(ne: [usize; 4], i0: usize, i1: usize, i2: usize, i3: usize) -> usize {
+    ((i3 * ne[2] + i2) * ne[1] + i1) * ne[0] + i0
+}
