@@ -120,6 +120,12 @@ impl Context {
         self.sibling(Placement::Layer(i))
     }
 
+    /// The underlying ggml context, for tests and for building ops that
+    /// ggml-rs does not wrap. Tensors made in it belong to this family.
+    pub fn ggml_context(&self) -> *mut sys::ggml_context {
+        self.shared.ctx
+    }
+
     pub fn placement(&self) -> Placement {
         self.placement
     }
