@@ -1,0 +1,3 @@
+module ggmlrs
+
+go 1.23
