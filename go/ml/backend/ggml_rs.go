@@ -303,11 +303,11 @@ func (emptyConfig) Architecture() string { return "" }
 func (emptyConfig) String(_ string, d ...string) string {
 	return first(d)
 }
-func (emptyConfig) Uint(_ string, d ...uint32) uint32      { return first(d) }
-func (emptyConfig) Float(_ string, d ...float32) float32   { return first(d) }
-func (emptyConfig) Bool(_ string, d ...bool) bool          { return first(d) }
+func (emptyConfig) Uint(_ string, d ...uint32) uint32        { return first(d) }
+func (emptyConfig) Float(_ string, d ...float32) float32     { return first(d) }
+func (emptyConfig) Bool(_ string, d ...bool) bool            { return first(d) }
 func (emptyConfig) Strings(_ string, d ...[]string) []string { return first(d) }
-func (emptyConfig) Ints(_ string, d ...[]int32) []int32    { return first(d) }
+func (emptyConfig) Ints(_ string, d ...[]int32) []int32      { return first(d) }
 func (emptyConfig) Floats(_ string, d ...[]float32) []float32 {
 	return first(d)
 }

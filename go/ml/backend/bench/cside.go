@@ -37,10 +37,11 @@ import (
 
 // Chunk is how many ops are built into one context before it is recreated
 // (outside the timed region). Both sides and both levels use it.
-const Chunk = 4096
+const Chunk = 2048
 
-// ctxCap is the tensor capacity of every op context: a chunk plus room for
-// the extra tensors a composite op may make.
+// ctxCap is the tensor capacity of every op context: room for up to four
+// tensors per op (a composite op makes two or three). It is the backend's
+// default maximum, so the API level can use it too.
 const ctxCap = 4 * Chunk
 
 // Shapes of the operands (ggml order): a small decoder's activations.
@@ -60,6 +61,7 @@ type cSide struct {
 	in   *C.ggml_rs_context // its input sibling (operands have CPU memory)
 	ctx  *C.ggml_rs_context // where ops build
 	err  *C.ggml_rs_error   // C memory: no Go pointer crosses
+	ne   *C.int64_t         // C memory: the reshape's shape
 	x    *C.ggml_rs_tensor  // [dModel, seq]
 	y    *C.ggml_rs_tensor  // [dModel, seq]
 	w    *C.ggml_rs_tensor  // [dModel, dFF]
@@ -72,6 +74,9 @@ func cError(e *C.ggml_rs_error) error {
 
 func newCSide() (*cSide, error) {
 	s := &cSide{err: (*C.ggml_rs_error)(C.calloc(1, C.sizeof_ggml_rs_error))}
+	s.ne = (*C.int64_t)(C.calloc(4, 8))
+	ne := unsafe.Slice(s.ne, 4)
+	ne[0], ne[1], ne[2] = headD, heads, seq
 	p := C.ggml_rs_backend_params_default()
 	p.max_graph_nodes = C.uint32_t(ctxCap)
 	p.n_threads = 1
@@ -112,6 +117,7 @@ func (s *cSide) close() {
 	C.ggml_rs_ctx_free(s.data)
 	C.ggml_rs_backend_free(s.b)
 	C.free(unsafe.Pointer(s.err))
+	C.free(unsafe.Pointer(s.ne))
 }
 
 // Each loop makes n ops; a NULL result is an error the caller must see, so
@@ -121,6 +127,38 @@ func (s *cSide) close() {
 func (s *cSide) add(n int) {
 	for i := 0; i < n; i++ {
 		if C.ggml_rs_add(s.ctx, s.x, s.y, s.err) == nil {
+			panic(cError(s.err))
+		}
+	}
+}
+
+func (s *cSide) mulMat(n int) {
+	for i := 0; i < n; i++ {
+		if C.ggml_rs_mul_mat(s.ctx, s.w, s.x, s.err) == nil {
+			panic(cError(s.err))
+		}
+	}
+}
+
+func (s *cSide) reshape(n int) {
+	for i := 0; i < n; i++ {
+		if C.ggml_rs_reshape(s.ctx, s.x, s.ne, 3, s.err) == nil {
+			panic(cError(s.err))
+		}
+	}
+}
+
+func (s *cSide) permute(n int) {
+	for i := 0; i < n; i++ {
+		if C.ggml_rs_permute(s.ctx, s.q, 0, 2, 1, 3, s.err) == nil {
+			panic(cError(s.err))
+		}
+	}
+}
+
+func (s *cSide) rmsNorm(n int) {
+	for i := 0; i < n; i++ {
+		if C.ggml_rs_rms_norm(s.ctx, s.x, nil, 1e-5, s.err) == nil {
 			panic(cError(s.err))
 		}
 	}
@@ -161,6 +199,30 @@ func (s *rawSide) add(n int) {
 	}
 }
 
+func (s *rawSide) mulMat(n int) {
+	for i := 0; i < n; i++ {
+		rawggml.MulMat(s.ctx, s.w, s.x)
+	}
+}
+
+func (s *rawSide) reshape(n int) {
+	for i := 0; i < n; i++ {
+		rawggml.Reshape3D(s.ctx, s.x, headD, heads, seq)
+	}
+}
+
+func (s *rawSide) permute(n int) {
+	for i := 0; i < n; i++ {
+		rawggml.Permute(s.ctx, s.q, 0, 2, 1, 3)
+	}
+}
+
+func (s *rawSide) rmsNorm(n int) {
+	for i := 0; i < n; i++ {
+		rawggml.RMSNorm(s.ctx, s.x, 1e-5)
+	}
+}
+
 // Case is one op compared at one level.
 type Case struct {
 	Level string // "C" or "API"
@@ -181,6 +243,10 @@ func CCases() (cases []Case, close func(), err error) {
 	add := func(op string, ours, raw func(int), note string) {
 		cases = append(cases, Case{Level: "C", Op: op, Ours: Side{ours, o.reset}, Raw: Side{raw, r.reset}, Note: note})
 	}
-	add("add", o.add, r.add, "")
+	add("add", o.add, r.add, "ggml_rs_add vs ggml_add, f32 [256,16] + [256,16]")
+	add("mul_mat", o.mulMat, r.mulMat, "ggml_rs_mul_mat vs ggml_mul_mat, [256,768] x [256,16]")
+	add("reshape", o.reshape, r.reshape, "ggml_rs_reshape vs ggml_reshape_3d, [256,16] to [32,8,16]")
+	add("permute", o.permute, r.permute, "ggml_rs_permute vs ggml_permute, [32,8,16] (0,2,1,3)")
+	add("rms_norm", o.rmsNorm, r.rmsNorm, "ggml_rs_rms_norm (no weight) vs ggml_rms_norm, [256,16]")
 	return cases, func() { o.close(); r.close() }, nil
 }
