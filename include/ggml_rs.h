@@ -449,7 +449,10 @@ void ggml_rs_log_set(ggml_rs_log_fn f, void *user_data, int32_t min_level);
 
 /**
  * `a + b`, `b` broadcast to `a`'s shape (each dim of `a` a multiple of
- * `b`'s). An f32 `a` takes an f32 `b`; an f16 `a` takes f16 or f32.
+ * `b`'s). An f32 `a` takes an f32 `b`; an f16 `a` takes f16 or f32. Both
+ * need contiguous rows (dim-0 stride = element size: a permuted view is
+ * fine, a transposed one is not). The result has `a`'s type and shape.
+ * Returns a new tensor owned by ctx's family, or NULL with err set.
  */
 struct ggml_rs_tensor *ggml_rs_add(struct ggml_rs_context *ctx,
                                    struct ggml_rs_tensor *a,
@@ -481,7 +484,8 @@ struct ggml_rs_tensor *ggml_rs_div(struct ggml_rs_context *ctx,
                                    struct ggml_rs_error *err);
 
 /**
- * `a * s`.
+ * `a * s`. `a`: f32, contiguous. Returns a new tensor owned by ctx's
+ * family, or NULL with err set.
  */
 struct ggml_rs_tensor *ggml_rs_scale(struct ggml_rs_context *ctx,
                                      struct ggml_rs_tensor *a,
@@ -489,13 +493,207 @@ struct ggml_rs_tensor *ggml_rs_scale(struct ggml_rs_context *ctx,
                                      struct ggml_rs_error *err);
 
 /**
- * `min(max(a, lo), hi)` element-wise; `lo <= hi`.
+ * `min(max(a, lo), hi)` element-wise; `lo <= hi`, neither NaN (infinite
+ * bounds are fine). `a`: f32 or f16 with contiguous rows at a fixed stride
+ * (padded rows are fine, permuted dims are not). Returns a new tensor owned
+ * by ctx's family, or NULL with err set.
  */
 struct ggml_rs_tensor *ggml_rs_clamp(struct ggml_rs_context *ctx,
                                      struct ggml_rs_tensor *a,
                                      float lo,
                                      float hi,
                                      struct ggml_rs_error *err);
+
+/**
+ * Softmax along dim 0: each row `r` becomes `e^(r - max r) / Σ e^(r - max r)`.
+ * `a`: f32, contiguous, any shape. The result is f32 of `a`'s shape.
+ * Returns a new tensor owned by ctx's family, or NULL with err set.
+ */
+struct ggml_rs_tensor *ggml_rs_softmax(struct ggml_rs_context *ctx,
+                                       struct ggml_rs_tensor *a,
+                                       struct ggml_rs_error *err);
+
+/**
+ * RMS norm along dim 0: `a / sqrt(mean(a²) + eps)` per row, then times
+ * `weight` when given. `a`: f32 with contiguous rows (dim-0 stride = 4
+ * bytes; permuted dims 1..3 are fine). `weight` (nullable): f32 with
+ * contiguous rows, broadcast to `a`'s shape (usually `[a.ne[0]]`). `eps`:
+ * finite, >= 0. The result is f32 of `a`'s shape. Returns a new tensor
+ * owned by ctx's family, or NULL with err set.
+ */
+struct ggml_rs_tensor *ggml_rs_rms_norm(struct ggml_rs_context *ctx,
+                                        struct ggml_rs_tensor *a,
+                                        struct ggml_rs_tensor *weight,
+                                        float eps,
+                                        struct ggml_rs_error *err);
+
+/**
+ * Layer norm along dim 0: `(a - mean) / sqrt(var + eps)` per row (biased
+ * variance); when `weight` is given, times `weight`, then plus `bias` if
+ * given. As in Ollama, `bias` is ignored when `weight` is NULL. `a`: f32,
+ * any layout. `weight`, `bias` (nullable): f32 with contiguous rows,
+ * broadcast to `a`'s shape. `eps`: finite, >= 0. The result is f32 of
+ * `a`'s shape. Returns a new tensor owned by ctx's family, or NULL with err
+ * set.
+ */
+struct ggml_rs_tensor *ggml_rs_layer_norm(struct ggml_rs_context *ctx,
+                                          struct ggml_rs_tensor *a,
+                                          struct ggml_rs_tensor *weight,
+                                          struct ggml_rs_tensor *bias,
+                                          float eps,
+                                          struct ggml_rs_error *err);
+
+/**
+ * L2 norm along dim 0: `a / max(‖row‖₂, eps)` per row. `a`: f32, any
+ * layout. `eps`: finite, >= 0. The result is f32 of `a`'s shape. Returns a
+ * new tensor owned by ctx's family, or NULL with err set.
+ */
+struct ggml_rs_tensor *ggml_rs_l2_norm(struct ggml_rs_context *ctx,
+                                       struct ggml_rs_tensor *a,
+                                       float eps,
+                                       struct ggml_rs_error *err);
+
+/**
+ * Sum of each row: `[n0, n1, n2, n3]` → f32 `[1, n1, n2, n3]`. `a`: f32
+ * with contiguous rows (dim-0 stride = 4 bytes). Returns a new tensor owned
+ * by ctx's family, or NULL with err set.
+ */
+struct ggml_rs_tensor *ggml_rs_sum_rows(struct ggml_rs_context *ctx,
+                                        struct ggml_rs_tensor *a,
+                                        struct ggml_rs_error *err);
+
+/**
+ * Mean of each row: `[n0, n1, n2, n3]` → f32 `[1, n1, n2, n3]`. `a` as in
+ * ggml_rs_sum_rows. Returns a new tensor owned by ctx's family, or NULL
+ * with err set.
+ */
+struct ggml_rs_tensor *ggml_rs_mean(struct ggml_rs_context *ctx,
+                                    struct ggml_rs_tensor *a,
+                                    struct ggml_rs_error *err);
+
+/**
+ * `a * a` element-wise. `a`: f32 or f16, any shape, with contiguous rows
+ * (dim-0 stride = element size: a permuted view is fine, a transposed one
+ * is not). The result has `a`'s type and shape. Returns a new tensor owned
+ * by ctx's family, or NULL with err set.
+ */
+struct ggml_rs_tensor *ggml_rs_sqr(struct ggml_rs_context *ctx,
+                                   struct ggml_rs_tensor *a,
+                                   struct ggml_rs_error *err);
+
+/**
+ * `sqrt(a)` element-wise (NaN for negative elements). `a` as in
+ * ggml_rs_sqr. Returns a new tensor owned by ctx's family, or NULL with err
+ * set.
+ */
+struct ggml_rs_tensor *ggml_rs_sqrt(struct ggml_rs_context *ctx,
+                                    struct ggml_rs_tensor *a,
+                                    struct ggml_rs_error *err);
+
+/**
+ * `e^a` element-wise. `a` as in ggml_rs_sqr. Returns a new tensor owned by
+ * ctx's family, or NULL with err set.
+ */
+struct ggml_rs_tensor *ggml_rs_exp(struct ggml_rs_context *ctx,
+                                   struct ggml_rs_tensor *a,
+                                   struct ggml_rs_error *err);
+
+/**
+ * `-a` element-wise. `a` as in ggml_rs_sqr. Returns a new tensor owned by
+ * ctx's family, or NULL with err set.
+ */
+struct ggml_rs_tensor *ggml_rs_neg(struct ggml_rs_context *ctx,
+                                   struct ggml_rs_tensor *a,
+                                   struct ggml_rs_error *err);
+
+/**
+ * `sin(a)` element-wise. `a` as in ggml_rs_sqr. Returns a new tensor owned
+ * by ctx's family, or NULL with err set.
+ */
+struct ggml_rs_tensor *ggml_rs_sin(struct ggml_rs_context *ctx,
+                                   struct ggml_rs_tensor *a,
+                                   struct ggml_rs_error *err);
+
+/**
+ * `cos(a)` element-wise. `a` as in ggml_rs_sqr. Returns a new tensor owned
+ * by ctx's family, or NULL with err set.
+ */
+struct ggml_rs_tensor *ggml_rs_cos(struct ggml_rs_context *ctx,
+                                   struct ggml_rs_tensor *a,
+                                   struct ggml_rs_error *err);
+
+/**
+ * `tanh(a)` element-wise. `a` as in ggml_rs_sqr. Returns a new tensor owned
+ * by ctx's family, or NULL with err set.
+ */
+struct ggml_rs_tensor *ggml_rs_tanh(struct ggml_rs_context *ctx,
+                                    struct ggml_rs_tensor *a,
+                                    struct ggml_rs_error *err);
+
+/**
+ * `1 / (1 + e^-a)` element-wise. `a` as in ggml_rs_sqr. Returns a new
+ * tensor owned by ctx's family, or NULL with err set.
+ */
+struct ggml_rs_tensor *ggml_rs_sigmoid(struct ggml_rs_context *ctx,
+                                       struct ggml_rs_tensor *a,
+                                       struct ggml_rs_error *err);
+
+/**
+ * SiLU `a * sigmoid(a)`. `up` (nullable): when given, the fused gated form
+ * `silu(a) * up` (SwiGLU). Without `up`, `a` is as in ggml_rs_sqr. With
+ * `up`: `a` and `up` are both f32 or both f16, of the same shape, each with
+ * contiguous rows at a fixed stride (padded rows are fine, permuted dims
+ * are not). The result has `a`'s type and shape. Returns a new tensor owned
+ * by ctx's family, or NULL with err set.
+ */
+struct ggml_rs_tensor *ggml_rs_silu(struct ggml_rs_context *ctx,
+                                    struct ggml_rs_tensor *a,
+                                    struct ggml_rs_tensor *up,
+                                    struct ggml_rs_error *err);
+
+/**
+ * GELU, tanh approximation `a/2 * (1 + tanh(√(2/π) (a + 0.044715 a³)))`
+ * (ggml's CPU kernel evaluates it through an f16 table: about 3 decimal
+ * digits). `up` (nullable): when given, `gelu(a) * up` (GeGLU). Arguments
+ * as in ggml_rs_silu. Returns a new tensor owned by ctx's family, or NULL
+ * with err set.
+ */
+struct ggml_rs_tensor *ggml_rs_gelu(struct ggml_rs_context *ctx,
+                                    struct ggml_rs_tensor *a,
+                                    struct ggml_rs_tensor *up,
+                                    struct ggml_rs_error *err);
+
+/**
+ * Exact GELU `a/2 * (1 + erf(a/√2))`. `up` (nullable): when given,
+ * `gelu_erf(a) * up`. Arguments as in ggml_rs_silu. Returns a new tensor
+ * owned by ctx's family, or NULL with err set.
+ */
+struct ggml_rs_tensor *ggml_rs_gelu_erf(struct ggml_rs_context *ctx,
+                                        struct ggml_rs_tensor *a,
+                                        struct ggml_rs_tensor *up,
+                                        struct ggml_rs_error *err);
+
+/**
+ * Quick GELU `a * sigmoid(1.702 a)` (through an f16 table on the CPU, as
+ * ggml_rs_gelu). `up` (nullable): when given, `gelu_quick(a) * up`.
+ * Arguments as in ggml_rs_silu. Returns a new tensor owned by ctx's family,
+ * or NULL with err set.
+ */
+struct ggml_rs_tensor *ggml_rs_gelu_quick(struct ggml_rs_context *ctx,
+                                          struct ggml_rs_tensor *a,
+                                          struct ggml_rs_tensor *up,
+                                          struct ggml_rs_error *err);
+
+/**
+ * ReLU `a > 0 ? a : 0` (NaN gives 0). `up` (nullable): when given,
+ * `relu(a) * up` (ReGLU; 0 wherever `a <= 0`, whatever `up` holds).
+ * Arguments as in ggml_rs_silu. Returns a new tensor owned by ctx's
+ * family, or NULL with err set.
+ */
+struct ggml_rs_tensor *ggml_rs_relu(struct ggml_rs_context *ctx,
+                                    struct ggml_rs_tensor *a,
+                                    struct ggml_rs_tensor *up,
+                                    struct ggml_rs_error *err);
 
 /**
  * Fills `*out` with `t`'s metadata. Errors: NULL `t` or `out`.

@@ -1,6 +1,7 @@
 //! Element-wise arithmetic with broadcasting: add, sub, mul, div, scale,
 //! clamp.
 
+use super::unary::dense_rows;
 use crate::ml::{check, Context, Error, Result, Tensor};
 use crate::sys;
 
@@ -19,6 +20,9 @@ impl Context {
                 b.describe()
             )));
         }
+        // The CPU kernels assert `a`'s dim-0 stride is the element size
+        // (a transposed `a` would abort at compute time).
+        dense_rows(op, "a", a)?;
         check::rows_contiguous(op, "b", b)?;
         check::repeatable(op, b, a)?;
         let ctx = self.room(op, 1)?;
@@ -38,19 +42,33 @@ impl Context {
         self.binary("div", a, b, sys::ggml_div)
     }
 
-    /// `a * s`.
+    /// `a * s`. `a`: f32, contiguous (ggml asserts a padded-1d layout when
+    /// building the op and a contiguous one when computing it; its CPU
+    /// kernel has no f16 version).
     pub fn scale(&mut self, a: Tensor, s: f32) -> Result<Tensor> {
-        check::float("scale", "a", a)?;
-        check::rows_contiguous("scale", "a", a)?;
+        check::dtype_in("scale", "a", a, &[check::F32])?;
+        check::contiguous("scale", "a", a)?;
+        // ggml_is_contiguous accepts one-element rows at any stride; the
+        // padded-1d assert does not.
+        dense_rows("scale", "a", a)?;
         let ctx = self.room("scale", 1)?;
         self.made("scale", unsafe { sys::ggml_scale(ctx, a.as_ptr(), s) })
     }
 
-    /// `min(max(a, lo), hi)`.
+    /// `min(max(a, lo), hi)`. `a`: f32 or f16 whose rows are contiguous and
+    /// follow one another at a fixed stride (padded rows are fine): the CPU
+    /// kernel asserts the dim-0 stride and walks rows as `row * nb[1]`, so a
+    /// view with permuted dims 1..3 would read the wrong memory.
     pub fn clamp(&mut self, a: Tensor, lo: f32, hi: f32) -> Result<Tensor> {
         check::float("clamp", "a", a)?;
         if lo.is_nan() || hi.is_nan() || lo > hi {
             return Err(Error::invalid(format!("clamp: invalid bounds min={lo} max={hi}")));
+        }
+        if !(a.nb()[0] == unsafe { sys::ggml_type_size(a.dtype()) } && unsafe { sys::ggml_is_contiguous_1(a.as_ptr()) }) {
+            return Err(Error::shape(format!(
+                "clamp: a must have contiguous rows at a fixed stride (dims 1 to 3 not permuted), got {}",
+                a.describe()
+            )));
         }
         let ctx = self.room("clamp", 1)?;
         self.made("clamp", unsafe { sys::ggml_clamp(ctx, a.as_ptr(), lo, hi) })
