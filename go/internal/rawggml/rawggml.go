@@ -141,6 +141,7 @@ type Ctx interface {
 
 type T interface {
 	Ptr() Ptr
+	Shape() []int
 	Add(ctx Ctx, t2 T) T
 	Mulmat(ctx Ctx, t2 T) T
 	Reshape(ctx Ctx, shape ...int) T
@@ -195,11 +196,21 @@ func (t *Tensor) Reshape(ctx Ctx, shape ...int) T {
 	panic("rawggml: unsupported number of dimensions")
 }
 
+// Shape as Ollama's engine did it: ggml_n_dims (a cgo call), then the
+// sizes read from the tensor struct into a new slice.
+func (t *Tensor) Shape() []int {
+	shape := make([]int, C.ggml_n_dims(t.t))
+	for i := range shape {
+		shape[i] = int(t.t.ne[i])
+	}
+	return shape
+}
+
 // Permute as Ollama's engine did it: the order must cover the tensor's
-// dimensions (ggml_n_dims is a cgo call) or all four; missing axes keep
-// their place; then one ggml_permute call.
+// dimensions (len(Shape())) or all four; missing axes keep their place;
+// then one ggml_permute call.
 func (t *Tensor) Permute(ctx Ctx, order ...int) T {
-	if n := int(C.ggml_n_dims(t.t)); len(order) != n && len(order) != 4 {
+	if len(order) != len(t.Shape()) && len(order) != 4 {
 		panic("rawggml: invalid number of dimensions for permute")
 	}
 	var o [4]C.int
