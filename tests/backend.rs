@@ -202,3 +202,17 @@ fn ggml_log_reaches_the_sink() {
     ggml_rs::ml::log::set_sink(None, std::ptr::null_mut(), 3);
     assert!(SEEN.load(Ordering::SeqCst) > 0, "no ggml log record reached the sink");
 }
+
+#[test]
+fn a_graph_of_empty_tensors_computes_to_nothing() {
+    // ggml's allocator asserts on a graph whose nodes are all empty; we
+    // treat it as nothing to compute.
+    let b = backend();
+    let (mut root, mut input) = contexts(&b);
+    let z = input.empty(F32, &[0]).unwrap();
+    let o = root.sqr(z).unwrap();
+    root.compute(&[o]).unwrap();
+    assert_eq!(ggml_rs::ml::data::read_f32(o, "test").unwrap(), Vec::<f32>::new());
+    root.forward(&[o]).unwrap();
+    assert_eq!(root.reserve().unwrap().iter().sum::<u64>(), 0);
+}

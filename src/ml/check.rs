@@ -91,12 +91,17 @@ pub fn contiguous(op: &str, what: &str, t: Tensor) -> Result<()> {
     }
 }
 
-/// Rows are contiguous (`nb[0]` is the element size), as most kernels need.
+/// Rows are contiguous: `nb[0]` is exactly the element (block) size, as the
+/// CPU kernels assert (ggml's own `ggml_is_contiguous_rows` also accepts a
+/// one-element row at any stride, which the element-wise kernels reject).
 pub fn rows_contiguous(op: &str, what: &str, t: Tensor) -> Result<()> {
-    if unsafe { sys::ggml_is_contiguous_rows(t.as_ptr()) } || t.nb()[0] == unsafe { sys::ggml_type_size(t.dtype()) } {
+    if t.nb()[0] == unsafe { sys::ggml_type_size(t.dtype()) } {
         Ok(())
     } else {
-        Err(Error::shape(format!("{op}: {what} must have contiguous rows, got {}", t.describe())))
+        Err(Error::shape(format!(
+            "{op}: {what} must have contiguous rows (dim 0 stride = element size), got {}",
+            t.describe()
+        )))
     }
 }
 

@@ -396,6 +396,14 @@ impl Context {
         }
     }
 
+    /// False when the graph has no node with elements: nothing to compute,
+    /// and ggml's allocator asserts on a graph whose buffers are all empty.
+    fn has_work(&self) -> bool {
+        let Some(g) = self.graph.as_ref() else { return false };
+        let n = unsafe { sys::ggml_graph_n_nodes(g.graph) };
+        (0..n).any(|i| unsafe { sys::ggml_nelements(sys::ggml_graph_node(g.graph, i)) } > 0)
+    }
+
     /// Every node must be supported by some device of the scheduler, or
     /// ggml would abort while splitting the graph.
     fn check_supported(&self) -> Result<()> {
@@ -425,7 +433,7 @@ impl Context {
         for &t in outputs {
             unsafe { sys::ggml_set_output(t.as_ptr()) };
         }
-        if self.graph.as_ref().map(|g| g.n_nodes).unwrap_or(0) == 0 {
+        if !self.has_work() {
             return Ok(());
         }
         self.check_supported()?;
@@ -458,7 +466,7 @@ impl Context {
         self.check_recorded("reserve")?;
         let inner = self.shared.backend.inner.clone();
         let n = inner.devices.len();
-        if self.graph.as_ref().map(|g| g.n_nodes).unwrap_or(0) == 0 {
+        if !self.has_work() {
             return Ok(vec![0; n]);
         }
         self.check_supported()?;

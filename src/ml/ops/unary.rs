@@ -26,14 +26,7 @@ type GluFn =
 /// `check::rows_contiguous`, which also accepts a one-element row at any
 /// stride: ggml's element-wise CPU kernels assert `nb[0]` itself.
 pub(crate) fn dense_rows(op: &str, what: &str, t: Tensor) -> Result<()> {
-    if t.nb()[0] == unsafe { sys::ggml_type_size(t.dtype()) } {
-        Ok(())
-    } else {
-        Err(Error::shape(format!(
-            "{op}: {what} must have contiguous rows (dim 0 stride = element size), got {}",
-            t.describe()
-        )))
-    }
+    check::rows_contiguous(op, what, t)
 }
 
 /// Rows at a fixed stride one after another (`ggml_is_contiguous_1`), as
