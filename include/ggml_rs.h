@@ -26,6 +26,21 @@
 #include <stddef.h>
 #include <stdint.h>
 
+
+
+
+
+
+
+
+
+
+
+/**
+ * Ollama's default YaRN original context length (128 Ki).
+ */
+#define DEFAULT_N_CTX_ORIG (128 << 10)
+
 /**
  * Capacity of `ggml_rs_error.message`, including the terminating NUL.
  */
@@ -188,6 +203,57 @@ typedef void (*ggml_rs_log_fn)(int32_t level,
                                const char *target,
                                const char *message,
                                void *user_data);
+
+/**
+ * RoPE parameters (the field order is part of the ABI). Start from
+ * ggml_rs_rope_params_default() and set n_dims (and what else differs).
+ * Zero in n_ctx_orig, attn_factor, beta_fast or beta_slow means "the
+ * default", as in Ollama.
+ */
+typedef struct ggml_rs_rope_params {
+  /**
+   * Rotated dimensions (Ollama's ropeDim); required, > 0, even, at most
+   * the head size (vision mode: exactly half of it).
+   */
+  int32_t n_dims;
+  /**
+   * 0 normal, 2 neox, 8 mrope, 24 vision, 40 imrope (ggml GGML_ROPE_TYPE_*).
+   */
+  int32_t mode;
+  /**
+   * YaRN original context length; default 131072.
+   */
+  int32_t n_ctx_orig;
+  /**
+   * Base of the rotation frequencies; default 10000; > 0.
+   */
+  float freq_base;
+  /**
+   * Position scale (linear interpolation); default 1; > 0.
+   */
+  float freq_scale;
+  /**
+   * YaRN extrapolation mix; default 0 (YaRN off).
+   */
+  float ext_factor;
+  /**
+   * Magnitude scale of the rotated values; default 1.
+   */
+  float attn_factor;
+  /**
+   * YaRN ramp start (rotations); default 32.
+   */
+  float beta_fast;
+  /**
+   * YaRN ramp end (rotations); default 1.
+   */
+  float beta_slow;
+  /**
+   * M-RoPE sections in rotary pairs (modes with bit 8: time, height,
+   * width, extra); must be all 0 for modes 0 and 2.
+   */
+  int32_t sections[4];
+} ggml_rs_rope_params;
 
 /**
  * A tensor's type and layout, read in one call.
@@ -505,6 +571,142 @@ struct ggml_rs_tensor *ggml_rs_clamp(struct ggml_rs_context *ctx,
                                      struct ggml_rs_error *err);
 
 /**
+ * Scaled dot-product attention (Ollama's ScaledDotProductAttention):
+ * softmax(scale * K·Q + mask) · V per head.
+ * `q=[dk, heads, seqQ, batch]` f32; `k=[dk, kvHeads, seqK, kb]`;
+ * `v=[dv, kvHeads, seqK, kb]`, or `[seqK, dv, kvHeads, kb]` when
+ * `v_permuted`; `heads % kvHeads == 0`; dim 0 of q, k, v dense.
+ * `mask` (nullable): `[>= seqK, >= seqQ, h, b]` added to the scores
+ * (-inf masks), h dividing heads and b dividing batch, contiguous; f16
+ * when `flash`, f16 or f32 otherwise. `sinks` (nullable): f32 `[heads]`,
+ * one extra logit per head in the softmax denominator. `vmla` (nullable):
+ * `[dv, dv', 1 or heads]`, applied to each head's output (MLA).
+ * `flash`: use ggml_flash_attn_ext (F32 precision; batch of q and k must
+ * agree; an error, not an abort, if the CPU cannot do it for these K/V
+ * types); otherwise K·Q in F32 precision, softmax, then V·softmax.
+ * Output: f32 `[dv', heads, seqQ, batch]`. Returns a new tensor owned by
+ * ctx's family, or NULL with err set.
+ */
+struct ggml_rs_tensor *ggml_rs_sdpa(struct ggml_rs_context *ctx,
+                                    struct ggml_rs_tensor *q,
+                                    struct ggml_rs_tensor *k,
+                                    struct ggml_rs_tensor *v,
+                                    struct ggml_rs_tensor *mask,
+                                    struct ggml_rs_tensor *sinks,
+                                    struct ggml_rs_tensor *vmla,
+                                    float scale,
+                                    bool flash,
+                                    bool v_permuted,
+                                    struct ggml_rs_error *err);
+
+/**
+ * Rows of `a` gathered by `ids` (i32): `a` is `[n0, rows, b2, b3]`, `ids`
+ * `[n, b2, b3]`, the result `[n0, n, b2, b3]`, f32 (i32 when `a` is i32;
+ * f16, bf16 and quantized rows are converted to f32). `a` must have
+ * contiguous rows. The ids must lie in [0, rows) when the graph is
+ * computed; they are data, so the caller is responsible for them (ggml
+ * aborts the process on a bad id). Returns a new tensor owned by ctx's
+ * family, or NULL with err set.
+ */
+struct ggml_rs_tensor *ggml_rs_get_rows(struct ggml_rs_context *ctx,
+                                        struct ggml_rs_tensor *a,
+                                        struct ggml_rs_tensor *ids,
+                                        struct ggml_rs_error *err);
+
+/**
+ * Scatters row i of `src` into row ids[i] of `dst`: `dst` `[n0, rows, b2,
+ * b3]` (f32, f16, bf16 or a quantized type the CPU can write), `src`
+ * `[n0, n, b2, b3]` (f32 or f16), `ids` `[n, c2, c3]` (i32 or i64), where
+ * c2 divides b2 and c3 divides b3 (ids are broadcast over the batch dims).
+ * Both tensors need contiguous rows. The result is a view of `dst`; the
+ * write happens only if it is forwarded/computed. The ids must lie in
+ * [0, rows) when computed (the caller's responsibility, as for
+ * ggml_rs_get_rows). Returns a new tensor owned by ctx's family, or NULL
+ * with err set.
+ */
+struct ggml_rs_tensor *ggml_rs_set_rows(struct ggml_rs_context *ctx,
+                                        struct ggml_rs_tensor *dst,
+                                        struct ggml_rs_tensor *src,
+                                        struct ggml_rs_tensor *ids,
+                                        struct ggml_rs_error *err);
+
+/**
+ * Writes `src` into `dst` (same element count, logical order), converting
+ * the type. Supported: same type (quantized: dense blocks, and both
+ * contiguous unless the shapes are equal); between f32/f16/bf16; f32 to
+ * i32 and back; f32/f16/bf16 into a quantized type (contiguous `dst`, equal
+ * dim 0); a quantized type to f32. The result is a view of `dst`; the write
+ * happens only if it is forwarded/computed. Returns a new tensor owned by
+ * ctx's family, or NULL with err set.
+ */
+struct ggml_rs_tensor *ggml_rs_cpy(struct ggml_rs_context *ctx,
+                                   struct ggml_rs_tensor *src,
+                                   struct ggml_rs_tensor *dst,
+                                   struct ggml_rs_error *err);
+
+/**
+ * `a` converted to ggml type `type` (0 f32, 1 f16, 2 q4_0, 8 q8_0, 26 i32,
+ * 30 bf16, ...): a new contiguous tensor of `a`'s shape. Conversions as
+ * ggml_rs_cpy; quantized targets need dim 0 in whole blocks. Returns a new
+ * tensor owned by ctx's family, or NULL with err set.
+ */
+struct ggml_rs_tensor *ggml_rs_cast(struct ggml_rs_context *ctx,
+                                    struct ggml_rs_tensor *a,
+                                    int32_t type_,
+                                    struct ggml_rs_error *err);
+
+/**
+ * i32 indices that sort each row (dim 0) of `a` ascending (`descending`
+ * 0) or descending (non-zero); same shape as `a`. f16, bf16 and i32 are
+ * sorted as f32 (exact for i32 values within +-2^24); a non-contiguous `a`
+ * is copied first. Keys are clamped to +-FLT_MAX, so NaN sorts as the
+ * largest value and +-inf tie with +-FLT_MAX; equal keys come in an
+ * unspecified order. Returns a new tensor owned by ctx's family, or NULL
+ * with err set.
+ */
+struct ggml_rs_tensor *ggml_rs_argsort(struct ggml_rs_context *ctx,
+                                       struct ggml_rs_tensor *a,
+                                       int32_t descending,
+                                       struct ggml_rs_error *err);
+
+/**
+ * i32 indices of the `k` largest values of each row (dim 0) of `a`,
+ * largest first: `[k, ne1, ne2, ne3]`, a non-contiguous view of a
+ * descending argsort. 1 <= k <= ne0; input types as ggml_rs_argsort.
+ * Returns a new tensor owned by ctx's family, or NULL with err set.
+ */
+struct ggml_rs_tensor *ggml_rs_top_k(struct ggml_rs_context *ctx,
+                                     struct ggml_rs_tensor *a,
+                                     int64_t k,
+                                     struct ggml_rs_error *err);
+
+/**
+ * Matrix product: `a=[K,M,b2,b3]` times `b=[K,N,B2,B3]` gives an f32
+ * `[M,N,B2,B3]` (each element the dot product of a row of `a` and a row of
+ * `b`); `a` is broadcast over the batch dims (`B2 % b2 == 0`,
+ * `B3 % b3 == 0`). `a` may be f32, f16, bf16 or a quantized type the CPU
+ * can multiply (K a whole number of its blocks); `b` is f32, or f16/bf16
+ * when `a` has that type (bf16 also with an f32 `a`). A float operand that
+ * is strided in dim 0 (e.g. transposed) is copied first. Returns a new
+ * tensor owned by ctx's family, or NULL with err set.
+ */
+struct ggml_rs_tensor *ggml_rs_mul_mat(struct ggml_rs_context *ctx,
+                                       struct ggml_rs_tensor *a,
+                                       struct ggml_rs_tensor *b,
+                                       struct ggml_rs_error *err);
+
+/**
+ * As ggml_rs_mul_mat, with F32 accumulation requested (Ollama's
+ * MulmatFullPrec; the CPU always accumulates in F32, GPU backends honour
+ * the request). Returns a new tensor owned by ctx's family, or NULL with
+ * err set.
+ */
+struct ggml_rs_tensor *ggml_rs_mul_mat_full_prec(struct ggml_rs_context *ctx,
+                                                 struct ggml_rs_tensor *a,
+                                                 struct ggml_rs_tensor *b,
+                                                 struct ggml_rs_error *err);
+
+/**
  * Softmax along dim 0: each row `r` becomes `e^(r - max r) / Σ e^(r - max r)`.
  * `a`: f32, contiguous, any shape. The result is f32 of `a`'s shape.
  * Returns a new tensor owned by ctx's family, or NULL with err set.
@@ -570,6 +772,155 @@ struct ggml_rs_tensor *ggml_rs_sum_rows(struct ggml_rs_context *ctx,
 struct ggml_rs_tensor *ggml_rs_mean(struct ggml_rs_context *ctx,
                                     struct ggml_rs_tensor *a,
                                     struct ggml_rs_error *err);
+
+/**
+ * Ollama's RoPE defaults: n_dims 0 (must be set), mode 0, n_ctx_orig
+ * 131072, freq_base 10000, freq_scale 1, ext_factor 0, attn_factor 1,
+ * beta_fast 32, beta_slow 1, sections all 0.
+ */
+struct ggml_rs_rope_params ggml_rs_rope_params_default(void);
+
+/**
+ * Rotary position embedding of `a=[head_dim, heads, seq, batch]` (f32 or
+ * f16; a quantized `a` is cast to f32 first) at positions `pos` (i32
+ * vector of `seq` values, or `4*seq` for modes with bit 8: one row each
+ * for time, height, width, extra). Modes 0/2 use ggml_rope_ext, modes
+ * 8/24/40 ggml_rope_multi with `p->sections`. `freq_factors` (nullable):
+ * f32 vector of at least n_dims/2 values (vision: n_dims) dividing the
+ * base angles. `p` must not be NULL. The result has `a`'s shape and type
+ * (f32 for a quantized `a`). Returns a new tensor owned by ctx's family,
+ * or NULL with err set.
+ */
+struct ggml_rs_tensor *ggml_rs_rope(struct ggml_rs_context *ctx,
+                                    struct ggml_rs_tensor *a,
+                                    struct ggml_rs_tensor *pos,
+                                    struct ggml_rs_tensor *freq_factors,
+                                    const struct ggml_rs_rope_params *p,
+                                    struct ggml_rs_error *err);
+
+/**
+ * `a` with the shape `shape[0..n]` (1 to 4 dims, ggml order; one entry
+ * may be -1: inferred from the element count; none may be 0). Errors as
+ * Ollama's inferShape: "only one dimension can be inferred", "cannot infer
+ * dimension", "dimension cannot be zero"; the element count must match.
+ * Contiguous `a`: the result is a view of `a`. Non-contiguous `a`: a
+ * contiguous copy with the new shape. Quantized types: dim 0 whole blocks.
+ * Returns a new tensor owned by ctx's family, or NULL with err set.
+ */
+struct ggml_rs_tensor *ggml_rs_reshape(struct ggml_rs_context *ctx,
+                                       struct ggml_rs_tensor *a,
+                                       const int64_t *shape,
+                                       size_t n,
+                                       struct ggml_rs_error *err);
+
+/**
+ * A view of `a`'s memory starting `offset` bytes after `a`'s data, with
+ * `ne[0..n_dims]` elements per dimension (1 to 4 dims, each >= 1) and the
+ * byte strides `nb[0..n_dims-1]` of dims 1.. (dim 0 is dense; `nb` may be
+ * NULL for a 1-D view). The view must lie entirely inside the memory of
+ * the tensor that owns `a`'s memory (for a view of a view: the original
+ * tensor), offset and strides must be multiples of the element size (the
+ * block size for quantized types, whose dim 0 must be whole blocks).
+ * Returns a new tensor (a view sharing `a`'s memory) owned by ctx's family,
+ * or NULL with err set.
+ */
+struct ggml_rs_tensor *ggml_rs_view(struct ggml_rs_context *ctx,
+                                    struct ggml_rs_tensor *a,
+                                    size_t offset,
+                                    const int64_t *ne,
+                                    const size_t *nb,
+                                    size_t n_dims,
+                                    struct ggml_rs_error *err);
+
+/**
+ * Reorders `a`'s axes: source axis i moves to position o_i; (o0, o1, o2,
+ * o3) must be a permutation of 0..3 (Ollama fills axes a caller omits with
+ * the identity). Quantized tensors must keep axis 0 in place. Returns a new
+ * tensor (a non-contiguous view of `a`) owned by ctx's family, or NULL with
+ * err set.
+ */
+struct ggml_rs_tensor *ggml_rs_permute(struct ggml_rs_context *ctx,
+                                       struct ggml_rs_tensor *a,
+                                       int32_t o0,
+                                       int32_t o1,
+                                       int32_t o2,
+                                       int32_t o3,
+                                       struct ggml_rs_error *err);
+
+/**
+ * A contiguous copy of `a`. `n == 0` (`shape` may be NULL): same shape.
+ * Else the copy has shape `shape[0..n]` (1 to 4 dims, one may be -1,
+ * same element count; elements in `a`'s logical order). Returns a new
+ * tensor owned by ctx's family, or NULL with err set.
+ */
+struct ggml_rs_tensor *ggml_rs_cont(struct ggml_rs_context *ctx,
+                                    struct ggml_rs_tensor *a,
+                                    const int64_t *shape,
+                                    size_t n,
+                                    struct ggml_rs_error *err);
+
+/**
+ * `a` followed by `b` along `dim` (0..3): same type, equal sizes in the
+ * other dims; the result's `ne[dim]` is the sum. Types other than
+ * f32/f16/bf16/i32/i16/i8 need contiguous rows. Returns a new tensor owned
+ * by ctx's family, or NULL with err set.
+ */
+struct ggml_rs_tensor *ggml_rs_concat(struct ggml_rs_context *ctx,
+                                      struct ggml_rs_tensor *a,
+                                      struct ggml_rs_tensor *b,
+                                      int32_t dim,
+                                      struct ggml_rs_error *err);
+
+/**
+ * The whole of `a` tiled `n` (>= 1) times along `dim` (0..3), block after
+ * block (not interleaved): `ne[dim]` becomes `ne[dim] * n`. Types f32, f16,
+ * bf16, i32; `a`'s rows must be dense. Returns a new tensor owned by ctx's
+ * family, or NULL with err set.
+ */
+struct ggml_rs_tensor *ggml_rs_repeat(struct ggml_rs_context *ctx,
+                                      struct ggml_rs_tensor *a,
+                                      int32_t dim,
+                                      int64_t n,
+                                      struct ggml_rs_error *err);
+
+/**
+ * `a` (f32) with p0..p3 (>= 0) zeros appended at the end of dims 0..3:
+ * shape `[ne0+p0, ne1+p1, ne2+p2, ne3+p3]`. (Ollama's Pad also refuses
+ * p3 != 0; this function accepts it.) Returns a new tensor owned by ctx's
+ * family, or NULL with err set.
+ */
+struct ggml_rs_tensor *ggml_rs_pad(struct ggml_rs_context *ctx,
+                                   struct ggml_rs_tensor *a,
+                                   int32_t p0,
+                                   int32_t p1,
+                                   int32_t p2,
+                                   int32_t p3,
+                                   struct ggml_rs_error *err);
+
+/**
+ * Ollama's Slice: along `dim`, the elements low, low+step, ... of
+ * [low, high). Requires 0 <= dim < 4, low >= 0, high <= ne[dim],
+ * low < high, step >= 1. The new `ne[dim]` is `high-low` for step 1 and
+ * `(high-low+1)/step` otherwise (Ollama's formula; 0 is an error). The
+ * result is a view of `a`, except for step > 1 along dim 0: a contiguous
+ * copy. Quantized types: along dim 0 only step 1 at whole blocks. Returns a
+ * new tensor owned by ctx's family, or NULL with err set.
+ */
+struct ggml_rs_tensor *ggml_rs_slice(struct ggml_rs_context *ctx,
+                                     struct ggml_rs_tensor *a,
+                                     int32_t dim,
+                                     int64_t low,
+                                     int64_t high,
+                                     int64_t step,
+                                     struct ggml_rs_error *err);
+
+/**
+ * A contiguous copy of `a` (same type and shape). Returns a new tensor
+ * owned by ctx's family, or NULL with err set.
+ */
+struct ggml_rs_tensor *ggml_rs_dup(struct ggml_rs_context *ctx,
+                                   struct ggml_rs_tensor *a,
+                                   struct ggml_rs_error *err);
 
 /**
  * `a * a` element-wise. `a`: f32 or f16, any shape, with contiguous rows
