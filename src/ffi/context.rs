@@ -50,6 +50,15 @@ pub extern "C" fn ggml_rs_ctx_layer(c: *mut ggml_rs_context, layer: usize) -> *m
     guard(std::ptr::null_mut(), std::ptr::null_mut(), || Ok(new_handle(ctx_ref(c, "ctx_layer")?.layer(layer))))
 }
 
+/// A new handle in the same family whose data tensors go to the backend's
+/// `device`-th scheduler device (see ggml_rs_backend_device_index; the CPU
+/// is last). An index out of range makes data-tensor creation fail. Free it
+/// with ggml_rs_ctx_free. NULL if `c` is NULL.
+#[no_mangle]
+pub extern "C" fn ggml_rs_ctx_device(c: *mut ggml_rs_context, device: usize) -> *mut ggml_rs_context {
+    guard(std::ptr::null_mut(), std::ptr::null_mut(), || Ok(new_handle(ctx_ref(c, "ctx_device")?.on_device(device))))
+}
+
 /// Releases one handle. The family's tensors and buffers are freed with
 /// its last handle; their ggml_rs_tensor handles die then. NULL is ignored;
 /// freeing twice is undefined behaviour.

@@ -25,6 +25,9 @@ pub enum Placement {
     Input,
     /// The device that holds repeating layer `i` (KV cache, states).
     Layer(usize),
+    /// The default buffer type of the backend's `i`-th scheduler device
+    /// (an extension of ours: explicit placement, used by tests and RPC).
+    Device(usize),
 }
 
 pub(crate) struct Shared {
@@ -126,6 +129,12 @@ impl Context {
         self.shared.ctx
     }
 
+    /// A sibling whose data tensors live on the backend's `i`-th device
+    /// (in scheduler order, CPU last). Checked when a tensor is created.
+    pub fn on_device(&self, i: usize) -> Context {
+        self.sibling(Placement::Device(i))
+    }
+
     pub fn placement(&self) -> Placement {
         self.placement
     }
@@ -203,6 +212,12 @@ impl Context {
             // Without a model every layer lives on the CPU (issue 3 places
             // layers on devices).
             Placement::Input | Placement::Layer(_) => Ok(self.shared.backend.cpu_buft()),
+            Placement::Device(i) => {
+                let devices = &self.shared.backend.inner.devices;
+                devices.get(i).map(|d| d.buft).ok_or_else(|| {
+                    Error::invalid(format!("{op}: device {i} out of range (backend has {})", devices.len()))
+                })
+            }
         }
     }
 
