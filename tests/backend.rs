@@ -216,3 +216,18 @@ fn a_graph_of_empty_tensors_computes_to_nothing() {
     root.forward(&[o]).unwrap();
     assert_eq!(root.reserve().unwrap().iter().sum::<u64>(), 0);
 }
+
+#[test]
+fn out_of_range_row_ids_fail_compute_instead_of_aborting() {
+    let b = backend();
+    let (mut root, mut input) = contexts(&b);
+    let table = upload(&mut input, F32, &[2, 3], &[0., 1., 2., 3., 4., 5.]);
+    let ids = upload_i32(&mut input, &[2], &[2, 0]);
+    let rows = root.get_rows(table, ids).unwrap();
+    assert_eq!(eval(&mut root, rows), vec![4., 5., 0., 1.]);
+    // Ids are filled after the graph is built, as Ollama's runner does.
+    let bad: Vec<u8> = [3i32, -1].iter().flat_map(|v| v.to_le_bytes()).collect();
+    ggml_rs::ml::data::write(ids, &bad, "test").unwrap();
+    let e = root.compute(&[rows]).unwrap_err();
+    assert!(e.message.contains("get_rows"), "{}", e.message);
+}

@@ -156,7 +156,7 @@ pub extern "C" fn ggml_rs_ctx_arange(c: *mut ggml_rs_context, start: f32, stop: 
     super::op(c, err, "arange", |ctx| ctx.arange(start, stop, step, type_ as u32))
 }
 
-fn tensors<'a>(op: &str, ts: *const *mut ggml_rs_tensor, n: usize) -> Result<Vec<Tensor>> {
+fn tensors(op: &str, ts: *const *mut ggml_rs_tensor, n: usize) -> Result<Vec<Tensor>> {
     let ps = slice_arg(op, "tensors", ts, n)?;
     ps.iter().enumerate().map(|(i, &p)| tensor_arg(op, &format!("tensor {i}"), p)).collect()
 }

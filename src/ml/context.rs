@@ -420,8 +420,9 @@ impl Context {
     }
 
     /// Every node must be supported by some device of the scheduler, or
-    /// ggml would abort while splitting the graph.
-    fn check_supported(&self) -> Result<()> {
+    /// ggml would abort while splitting the graph; row ids that are host data
+    /// must be in range, or ggml's CPU kernels would abort.
+    fn check_nodes(&self) -> Result<()> {
         let Some(g) = self.graph.as_ref() else { return Ok(()) };
         let inner = &self.shared.backend.inner;
         let n = unsafe { sys::ggml_graph_n_nodes(g.graph) };
@@ -436,6 +437,7 @@ impl Context {
                     t.describe()
                 )));
             }
+            super::ops::index::check_row_ids(unsafe { Tensor::from_raw(node) }.unwrap())?;
         }
         Ok(())
     }
@@ -451,7 +453,7 @@ impl Context {
         if !self.has_work() {
             return Ok(());
         }
-        self.check_supported()?;
+        self.check_nodes()?;
         let inner = self.shared.backend.inner.clone();
         let _guard = inner.compute_lock.lock();
         if !inner.alloc_memory {
@@ -484,7 +486,7 @@ impl Context {
         if !self.has_work() {
             return Ok(vec![0; n]);
         }
-        self.check_supported()?;
+        self.check_nodes()?;
         let _guard = inner.compute_lock.lock();
         self.reset_allocations();
         let graph = self.graph.as_ref().unwrap().graph;
