@@ -372,6 +372,14 @@ struct ggml_rs_context *ggml_rs_ctx_input(struct ggml_rs_context *c);
 struct ggml_rs_context *ggml_rs_ctx_layer(struct ggml_rs_context *c, size_t layer);
 
 /**
+ * A new handle in the same family whose data tensors go to the backend's
+ * `device`-th scheduler device (see ggml_rs_backend_device_index; the CPU
+ * is last). An index out of range makes data-tensor creation fail. Free it
+ * with ggml_rs_ctx_free. NULL if `c` is NULL.
+ */
+struct ggml_rs_context *ggml_rs_ctx_device(struct ggml_rs_context *c, size_t device);
+
+/**
  * Releases one handle. The family's tensors and buffers are freed with
  * its last handle; their ggml_rs_tensor handles die then. NULL is ignored;
  * freeing twice is undefined behaviour.
@@ -580,7 +588,8 @@ struct ggml_rs_tensor *ggml_rs_clamp(struct ggml_rs_context *ctx,
  * (-inf masks), h dividing heads and b dividing batch, contiguous; f16
  * when `flash`, f16 or f32 otherwise. `sinks` (nullable): f32 `[heads]`,
  * one extra logit per head in the softmax denominator. `vmla` (nullable):
- * `[dv, dv', 1 or heads]`, applied to each head's output (MLA).
+ * `[dv, dv', h]` with h dividing heads, applied to each head's output
+ * (MLA).
  * `flash`: use ggml_flash_attn_ext (F32 precision; batch of q and k must
  * agree; an error, not an abort, if the CPU cannot do it for these K/V
  * types); otherwise K·Q in F32 precision, softmax, then V·softmax.

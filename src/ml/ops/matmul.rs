@@ -1,1 +1,170 @@
-//! (to be written)
+//! Matrix products: `mul_mat` and `mul_mat_full_prec` (Ollama's `Mulmat`
+//! and `MulmatFullPrec`).
+//!
+//! `a = [K, M, b2, b3]`, `b = [K, N, B2, B3]` → f32 `[M, N, B2, B3]`, each
+//! output element the dot product of a row of `a` and a row of `b`; `a` is
+//! broadcast over the batch dims (`B2 % b2 == 0`, `B3 % b3 == 0`).
+//!
+//! What ggml needs, checked here so that no assert can fire:
+//! * `ggml_mul_mat`: equal `K`, broadcastable batches, `a` not transposed.
+//! * the CPU kernel: dim 0 of both operands dense (`nb[0]` = element size);
+//!   `a`'s type has a CPU dot product, `b` is f32 (converted to the dot
+//!   product's type), or already that type, or bf16 for an f32-dot `a`
+//!   (the same rule as the CPU backend's `supports_op`); `K` a whole number
+//!   of blocks of `a`'s type and of the dot product's type.
+//!
+//! A float operand whose dim 0 is strided (e.g. a `ggml_transpose` view) is
+//! copied (`ggml_cont`) first; a quantized `a` with such a layout is refused.
+
+use crate::ml::{check, tensor::type_name, Context, Error, Result, Tensor};
+use crate::sys;
+
+/// ggml-cpu's per-type traits (dot product and its operand type).
+pub(crate) fn cpu_traits(t: sys::ggml_type) -> Option<&'static sys::ggml_type_traits_cpu> {
+    if !crate::ml::tensor::is_valid_type(t) {
+        return None;
+    }
+    unsafe { sys::ggml_get_type_traits_cpu(t).as_ref() }
+}
+
+/// The type `b` is converted to for the CPU dot product with an `a` of type
+/// `a_type`, or None when the CPU has no dot product for `a_type`.
+pub(crate) fn vec_dot_type(a_type: sys::ggml_type) -> Option<sys::ggml_type> {
+    cpu_traits(a_type).filter(|t| t.vec_dot.is_some()).map(|t| t.vec_dot_type)
+}
+
+fn blck(t: sys::ggml_type) -> i64 {
+    unsafe { sys::ggml_blck_size(t) }
+}
+
+/// Checks that the CPU can multiply an `a_type` matrix with rows of `k`
+/// elements by a `b_type` operand. `a_desc`/`b_desc` name the operands in
+/// messages.
+pub(crate) fn check_operand_types(
+    op: &str,
+    a_type: sys::ggml_type,
+    k: i64,
+    b_type: sys::ggml_type,
+    a_desc: &str,
+    b_desc: &str,
+) -> Result<()> {
+    let Some(vdt) = vec_dot_type(a_type) else {
+        return Err(Error::dtype(format!(
+            "{op}: the CPU has no matrix product for {a_desc} (type {})",
+            type_name(a_type)
+        )));
+    };
+    for t in [a_type, vdt] {
+        let bs = blck(t);
+        if bs <= 0 || k % bs != 0 {
+            return Err(Error::shape(format!(
+                "{op}: the shared dimension K={k} must be a multiple of the {} block size {bs}, got {a_desc}",
+                type_name(t)
+            )));
+        }
+    }
+    let ok = match b_type {
+        check::F32 => vdt == check::F32 || cpu_traits(vdt).map(|t| t.from_float.is_some()).unwrap_or(false),
+        check::F16 => vdt == check::F16,
+        check::BF16 => vdt == check::BF16 || vdt == check::F32,
+        _ => false,
+    };
+    if ok {
+        return Ok(());
+    }
+    let mut allowed = vec!["f32"];
+    if vdt == check::F16 {
+        allowed.push("f16");
+    }
+    if vdt == check::BF16 || vdt == check::F32 {
+        allowed.push("bf16");
+    }
+    Err(Error::dtype(format!(
+        "{op}: {b_desc} cannot multiply {a_desc}: with a {} left operand the right one must be {}",
+        type_name(a_type),
+        allowed.join(" or ")
+    )))
+}
+
+/// Dim 0 is dense and the tensor is not transposed (what ggml_mul_mat and
+/// the CPU kernel need from both operands).
+pub(crate) fn dense_rows(t: Tensor) -> bool {
+    t.nb()[0] == unsafe { sys::ggml_type_size(t.dtype()) } && !unsafe { sys::ggml_is_transposed(t.as_ptr()) }
+}
+
+pub(crate) fn is_float(t: sys::ggml_type) -> bool {
+    matches!(t, check::F32 | check::F16 | check::BF16)
+}
+
+pub(crate) fn nonempty(op: &str, what: &str, t: Tensor) -> Result<()> {
+    if t.ne().iter().all(|&d| d > 0) {
+        Ok(())
+    } else {
+        Err(Error::shape(format!("{op}: {what} is empty: {}", t.describe())))
+    }
+}
+
+impl Context {
+    /// `a=[K,M,b2,b3]` times `b=[K,N,B2,B3]` → f32 `[M,N,B2,B3]` (`b·aᵀ`
+    /// per batch, `a` broadcast over the batch dims).
+    pub fn mul_mat(&mut self, a: Tensor, b: Tensor) -> Result<Tensor> {
+        self.mul_mat_op("mul_mat", a, b, false)
+    }
+
+    /// `mul_mat` with F32 accumulation requested (`ggml_prec_set_acc`); the
+    /// CPU always accumulates in F32, GPU backends honour the request.
+    pub fn mul_mat_full_prec(&mut self, a: Tensor, b: Tensor) -> Result<Tensor> {
+        self.mul_mat_op("mul_mat_full_prec", a, b, true)
+    }
+
+    /// Checks `mul_mat(a, b)` without building anything.
+    pub(crate) fn check_mul_mat(op: &str, a: Tensor, b: Tensor) -> Result<()> {
+        nonempty(op, "a", a)?;
+        nonempty(op, "b", b)?;
+        if !is_float(b.dtype()) {
+            return Err(Error::dtype(format!(
+                "{op}: b must be f32, f16 or bf16, got {}",
+                b.describe()
+            )));
+        }
+        let (na, nb) = (a.ne(), b.ne());
+        if na[0] != nb[0] {
+            return Err(Error::shape(format!(
+                "{op}: dim 0 (K) differs: a {} vs b {}",
+                a.describe(),
+                b.describe()
+            )));
+        }
+        if nb[2] % na[2] != 0 || nb[3] % na[3] != 0 {
+            return Err(Error::shape(format!(
+                "{op}: cannot broadcast a {} over the batch dims of b {} (dims 2 and 3 of b must be multiples of a's)",
+                a.describe(),
+                b.describe()
+            )));
+        }
+        if !dense_rows(a) && !is_float(a.dtype()) {
+            return Err(Error::shape(format!(
+                "{op}: a quantized a must have dense rows (not transposed or strided in dim 0), got {}",
+                a.describe()
+            )));
+        }
+        check_operand_types(op, a.dtype(), na[0], b.dtype(), &format!("a {}", a.describe()), &format!("b {}", b.describe()))
+    }
+
+    /// Builds the product after `check_mul_mat`; creates up to 3 tensors.
+    pub(crate) fn build_mul_mat(&mut self, op: &str, a: Tensor, b: Tensor, full_prec: bool) -> Result<Tensor> {
+        let ctx = self.room(op, 3)?;
+        let a = if dense_rows(a) { a } else { self.made(op, unsafe { sys::ggml_cont(ctx, a.as_ptr()) })? };
+        let b = if dense_rows(b) { b } else { self.made(op, unsafe { sys::ggml_cont(ctx, b.as_ptr()) })? };
+        let t = self.made(op, unsafe { sys::ggml_mul_mat(ctx, a.as_ptr(), b.as_ptr()) })?;
+        if full_prec && !unsafe { sys::ggml_prec_set_acc(t.as_ptr(), sys::GGML_PREC_F32) } {
+            return Err(Error::unsupported(format!("{op}: ggml refused F32 accumulation for {}", t.describe())));
+        }
+        Ok(t)
+    }
+
+    fn mul_mat_op(&mut self, op: &str, a: Tensor, b: Tensor, full_prec: bool) -> Result<Tensor> {
+        Self::check_mul_mat(op, a, b)?;
+        self.build_mul_mat(op, a, b, full_prec)
+    }
+}
