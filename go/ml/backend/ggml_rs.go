@@ -33,6 +33,7 @@ import (
 
 	"ggmlrs/fs"
 	"ggmlrs/ml"
+	"ggmlrs/ml/nn/rope"
 )
 
 func init() {
@@ -89,8 +90,12 @@ type Backend struct {
 
 	// computeMu serialises Compute across the backend's contexts (Ollama's
 	// schedMu), so ComputeWithNotify's callback starts when this compute
-	// has the backend.
+	// has the backend. Reading computed outputs holds it too.
 	computeMu sync.Mutex
+	// lastCompute is the context handle whose graph the scheduler's
+	// compute buffers hold now (nil after a Reserve). Outputs of any other
+	// handle's compute have been overwritten.
+	lastCompute *C.ggml_rs_context
 
 	closeMu sync.Mutex
 	closed  atomic.Bool
@@ -416,6 +421,10 @@ type family struct {
 	mu      sync.Mutex
 	closed  atomic.Bool
 	handles []*C.ggml_rs_context
+
+	// ropeOpts is RoPE's reusable option struct (options are applied
+	// through its address, which would otherwise escape per call).
+	ropeOpts rope.Options
 }
 
 // Context is ml.Context over one ggml_rs_context handle. It must not be
@@ -560,12 +569,14 @@ func (c *Context) ComputeWithNotify(cb func(), ts ...ml.Tensor) {
 	if cb != nil {
 		go cb()
 	}
+	b.lastCompute = nil
 	if C.ggml_rs_ctx_compute(c.c, firstOrNil(ptrs), C.size_t(len(ptrs)), &c.f.s.err) != C.GGML_RS_OK {
 		c.fail()
 	}
+	b.lastCompute = c.c
 	for _, t := range ts {
 		if t != nil {
-			t.(*Tensor).computed.Store(true)
+			t.(*Tensor).computedBy.Store(uintptr(unsafe.Pointer(c.c)))
 		}
 	}
 }
@@ -581,7 +592,10 @@ func (c *Context) Reserve() {
 	if len(sizes) > 0 {
 		sp = &sizes[0]
 	}
+	b.computeMu.Lock()
+	b.lastCompute = nil // reserving resets the scheduler's buffers
 	status := C.ggml_rs_ctx_reserve(c.c, sp, C.size_t(len(sizes)), &c.f.s.err)
+	b.computeMu.Unlock()
 	if status == C.GGML_RS_OK {
 		b.memMu.Lock()
 		b.memory.CPU.Graph = 0
@@ -680,7 +694,7 @@ func (c *Context) newTensor(op string, dtype C.int32_t, shape []int, data unsafe
 		}
 		c.fail()
 	}
-	return &Tensor{c: p, f: c.f}
+	return &Tensor{c: p, f: c.f, owned: true}
 }
 
 // Empty makes a tensor with its own memory; contents undefined.
@@ -742,7 +756,9 @@ func (c *Context) Arange(start, stop, step float32, dtype ml.DType) ml.Tensor {
 	default:
 		panic("unsupported dtype for arange")
 	}
-	return c.result(C.ggml_rs_ctx_arange(c.c, C.float(start), C.float(stop), C.float(step), ty, &c.f.s.err))
+	t := c.result(C.ggml_rs_ctx_arange(c.c, C.float(start), C.float(stop), C.float(step), ty, &c.f.s.err))
+	t.owned = ty == typeI32 // host data; F32 is a graph node
+	return t
 }
 
 // ---------------------------------------------------------------------------
@@ -753,8 +769,12 @@ type Tensor struct {
 	c *C.ggml_rs_tensor
 	f *family
 
-	// computed: listed in a Compute, so Bytes/Floats return data.
-	computed atomic.Bool
+	// computedBy is the context handle of the last Compute that listed
+	// the tensor (nil: never listed, so Bytes/Floats return nil).
+	computedBy atomic.Uintptr
+	// owned: a data tensor with a buffer of its own (Empty, From*, an I32
+	// Arange), whose data no compute of another graph can overwrite.
+	owned bool
 	// meta is read once (shapes never change); metaReady says it is.
 	metaReady atomic.Bool
 	meta      C.ggml_rs_tensor_meta
@@ -921,10 +941,28 @@ func (t *Tensor) dataFail(e *C.ggml_rs_error) {
 // Bytes is the tensor's data in logical order, or nil unless the tensor
 // was listed in a Compute (or is empty).
 func (t *Tensor) Bytes() []byte {
-	if !t.computed.Load() {
+	if t.computedBy.Load() == 0 {
 		return nil
 	}
+	defer t.lockOutputs("Bytes")()
 	return t.read("Bytes")
+}
+
+// lockOutputs holds the backend's compute lock while a computed tensor is
+// read, and panics if its graph's outputs have since been overwritten by
+// a compute of another context (read outputs before computing the next
+// graph, as Ollama's runner does). It returns the unlock function.
+func (t *Tensor) lockOutputs(op string) func() {
+	if t.f == nil {
+		return func() {}
+	}
+	b := t.f.b
+	b.computeMu.Lock()
+	if !t.owned && uintptr(unsafe.Pointer(b.lastCompute)) != t.computedBy.Load() {
+		b.computeMu.Unlock()
+		panic(&Error{Status: StatusInvalidArgument, Message: op + ": the tensor's value was overwritten: another graph was computed (or reserved) on this backend after the one that listed it; read outputs before computing the next graph"})
+	}
+	return b.computeMu.Unlock
 }
 
 func (t *Tensor) read(op string) []byte {
@@ -948,9 +986,10 @@ func (t *Tensor) read(op string) []byte {
 // quantized types are converted), or nil unless the tensor was listed in a
 // Compute (or is empty).
 func (t *Tensor) Floats() []float32 {
-	if !t.computed.Load() {
+	if t.computedBy.Load() == 0 {
 		return nil
 	}
+	defer t.lockOutputs("Floats")()
 	return t.readFloats("Floats")
 }
 
@@ -974,6 +1013,11 @@ func (t *Tensor) readFloats(op string) []float32 {
 // BackendGet reads the tensor's data as float32 whether or not it was
 // listed in a Compute (for data tensors and weights); nil if empty.
 func (t *Tensor) BackendGet() []float32 {
+	if t.f != nil {
+		// Not while a compute may be writing into it.
+		t.f.b.computeMu.Lock()
+		defer t.f.b.computeMu.Unlock()
+	}
 	return t.readFloats("BackendGet")
 }
 

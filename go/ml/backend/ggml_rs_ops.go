@@ -425,9 +425,10 @@ func (t *Tensor) TopK(ctx ml.Context, k int) ml.Tensor {
 // converted to F32 first.
 func (t *Tensor) RoPE(ctx ml.Context, positions ml.Tensor, ropeDim int, ropeBase, ropeScale float32, options ...func(*rope.Options)) ml.Tensor {
 	c := use(ctx, "RoPE")
-	var opts rope.Options
+	opts := &c.f.ropeOpts
+	*opts = rope.Options{}
 	for _, o := range options {
-		o(&opts)
+		o(opts)
 	}
 	if len(opts.MRoPE.Sections) > 4 {
 		panic(fmt.Sprintf("RoPE: at most 4 M-RoPE sections, got %d", len(opts.MRoPE.Sections)))
@@ -448,7 +449,9 @@ func (t *Tensor) RoPE(ctx ml.Context, positions ml.Tensor, ropeDim int, ropeBase
 	for i, s := range opts.MRoPE.Sections {
 		p.sections[i] = C.int32_t(s)
 	}
-	return c.result(C.ggml_rs_rope(c.c, t.ptr("RoPE"), handle(positions, "RoPE"), handle(opts.Factors, "RoPE"), p, &c.f.s.err))
+	factors := opts.Factors
+	*opts = rope.Options{} // keep no references
+	return c.result(C.ggml_rs_rope(c.c, t.ptr("RoPE"), handle(positions, "RoPE"), handle(factors, "RoPE"), p, &c.f.s.err))
 }
 
 // ScaledDotProductAttention: t is the query [dk, heads, seqQ, …], key
