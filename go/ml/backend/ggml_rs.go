@@ -27,6 +27,7 @@ import (
 	"fmt"
 	"iter"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -102,9 +103,11 @@ type Backend struct {
 
 	memMu  sync.Mutex
 	memory ml.BackendMemory
-	// slots maps a scheduler device (ggml_rs_ctx_reserve's order) to its
-	// entry in memory: -1 the CPU, i >= 0 memory.GPUs[i].
-	slots []int
+	// schedDevices are the registry indices of the scheduler's devices
+	// (ggml_rs_ctx_reserve's order); slots maps each to its entry in
+	// memory: -1 the CPU, i >= 0 memory.GPUs[i].
+	schedDevices []int
+	slots        []int
 }
 
 var (
@@ -168,9 +171,11 @@ func (b *Backend) initMemory() {
 		}
 	}
 	n := int(C.ggml_rs_backend_device_count(b.c))
+	b.schedDevices = make([]int, n)
 	b.slots = make([]int, n)
 	for i := range b.slots {
 		idx := int(C.ggml_rs_backend_device_index(b.c, C.size_t(i)))
+		b.schedDevices[i] = idx
 		if g, ok := gpuIndex[idx]; ok {
 			b.slots[i] = g
 		} else {
@@ -268,12 +273,6 @@ func (b *Backend) CacheConfig() ml.CacheConfig {
 // BackendDevices lists the GPUs (discrete and integrated) the backend can
 // use, with their current free memory. The CPU is never listed.
 func (b *Backend) BackendDevices() []ml.DeviceInfo {
-	used := map[int]bool{}
-	if b.params.AllocMemory && !b.closed.Load() {
-		for i := range b.slots {
-			used[int(C.ggml_rs_backend_device_index(b.c, C.size_t(i)))] = true
-		}
-	}
 	infos := []ml.DeviceInfo{}
 	for _, d := range Devices() {
 		if d.Type != DeviceGPU && d.Type != DeviceIntegratedGPU {
@@ -281,7 +280,7 @@ func (b *Backend) BackendDevices() []ml.DeviceInfo {
 		}
 		// With memory allocated, skip GPUs the scheduler does not use (as
 		// Ollama does, to avoid touching idle devices).
-		if b.params.AllocMemory && len(used) > 0 && !used[d.Index] {
+		if b.params.AllocMemory && !slices.Contains(b.schedDevices, d.Index) {
 			slog.Debug("skipping unused backend device", "description", d.Description)
 			continue
 		}

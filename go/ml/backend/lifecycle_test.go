@@ -692,3 +692,31 @@ func TestAllocations(t *testing.T) {
 		}
 	}
 }
+
+func TestDTypeAndLogValue(t *testing.T) {
+	// Types ml has no name for report DTypeOther (bf16 here).
+	other := &Tensor{}
+	other.meta.type_ = typeBF16
+	other.meta.n_dims = 1
+	other.meta.ne = [4]_Ctype_int64_t{4, 1, 1, 1}
+	other.metaReady.Store(true)
+	if other.DType() != ml.DTypeOther {
+		t.Errorf("bf16 DType = %v", other.DType())
+	}
+	if got := other.LogValue().String(); got != "[type=bf16 shape=[4]]" {
+		t.Errorf("LogValue = %q", got)
+	}
+
+	ctx := setup(t)
+	x := ctx.Zeros(ml.DTypeQ40, 64, 3)
+	if got := x.(*Tensor).LogValue().String(); got != "[type=q4_0 shape=[64 3]]" {
+		t.Errorf("LogValue = %q", got)
+	}
+	if x.DType() != ml.DTypeQ40 || x.Stride(1) != 2*18 {
+		t.Errorf("q4_0: %v stride %d", x.DType(), x.Stride(1))
+	}
+	ctx.Close()
+	if got := x.(*Tensor).LogValue().String(); !strings.Contains(got, "closed") {
+		t.Errorf("LogValue after Close = %q", got)
+	}
+}
