@@ -443,8 +443,12 @@ func TestComputeWithNotify(t *testing.T) {
 	if got := z.Floats(); !slices.Equal(got, []float32{2, 6, 12}) {
 		t.Errorf("recompute %v", got)
 	}
+	// A batch-size hint changes nothing about the results.
 	ctx.SetBatchSize(3)
-	ctx.Compute()
+	ctx.Compute(z)
+	if got := z.Floats(); !slices.Equal(got, []float32{2, 6, 12}) {
+		t.Errorf("after SetBatchSize %v", got)
+	}
 }
 
 func TestConcurrentContexts(t *testing.T) {
