@@ -4,13 +4,14 @@
 // level, and the ratio ours/raw. Each figure is the median of several
 // trials (each trial interleaves the two sides chunk by chunk).
 //
-//	cd go && go run ./ml/backend/bench/table [-n 200000] [-trials 5]
+//	cd go && go run ./ml/backend/bench/table [-n 200000] [-trials 5] [-run API/]
 package main
 
 import (
 	"flag"
 	"fmt"
 	"os"
+	"regexp"
 	"runtime"
 	"slices"
 
@@ -30,7 +31,13 @@ func main() {
 	n := flag.Int("n", 200000, "ops per side per trial")
 	trials := flag.Int("trials", 5, "trials per op (the median is printed)")
 	notes := flag.Bool("notes", true, "print what each row compares")
+	only := flag.String("run", "", "only the rows whose \"level/op\" matches this regular expression")
 	flag.Parse()
+	filter, err := regexp.Compile(*only)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
 
 	cc, closeC, err := bench.CCases()
 	if err != nil {
@@ -51,6 +58,9 @@ func main() {
 	fmt.Println("|---|---|---:|---:|---:|")
 	var rows []bench.Case
 	for _, c := range append(cc, ac...) {
+		if !filter.MatchString(c.Level + "/" + c.Op) {
+			continue
+		}
 		var ours, raw, ratio []float64
 		for i := 0; i < *trials; i++ {
 			r := bench.Compare(c.Ours, c.Raw, *n)
