@@ -57,6 +57,8 @@ fn main() {
                 assert!(status.success(), "scripts/fetch-ggml.sh failed");
             }
             println!("cargo:rerun-if-changed=vendor/ggml/.ggml-rs-stamp");
+            // Our patches change the fetched sources in place.
+            println!("cargo:rerun-if-changed=scripts/patches");
             d
         }
     };

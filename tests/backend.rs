@@ -231,3 +231,28 @@ fn out_of_range_row_ids_fail_compute_instead_of_aborting() {
     let e = root.compute(&[rows]).unwrap_err();
     assert!(e.message.contains("get_rows"), "{}", e.message);
 }
+
+#[test]
+fn computed_out_of_range_ids_fail_compute_instead_of_aborting() {
+    // Ids produced by the graph cannot be checked before compute; the
+    // patched CPU kernels skip and count them, and compute reports it.
+    let b = backend();
+    let (mut root, mut input) = contexts(&b);
+    let table = upload(&mut input, F32, &[2, 4], &[0., 1., 2., 3., 4., 5., 6., 7.]);
+    let host_ids = upload_i32(&mut input, &[2], &[0, 100]);
+    let ids = root.dup(host_ids).unwrap();
+    let rows = root.get_rows(table, ids).unwrap();
+    let e = root.compute(&[rows]).unwrap_err();
+    assert!(e.message.contains("get_rows producing f32[2,2] met row ids out of range"), "{}", e.message);
+    // set_rows into a destination with computed ids.
+    let dst = input.zeros(F32, &[2, 4]).unwrap();
+    let src = upload(&mut input, F32, &[2, 2], &[1., 2., 3., 4.]);
+    let set = root.set_rows(dst, src, ids).unwrap();
+    assert!(root.compute(&[set]).is_err());
+    // Good ids still work afterwards.
+    let good = upload_i32(&mut input, &[2], &[3, 1]);
+    let gd = root.dup(good).unwrap();
+    let rows = root.get_rows(table, gd).unwrap();
+    let mut fresh = Context::new(&b, 256).unwrap();
+    assert_eq!(eval(&mut fresh, rows), vec![6., 7., 2., 3.]);
+}

@@ -442,6 +442,28 @@ impl Context {
         Ok(())
     }
 
+    /// Finds and clears nodes the CPU kernels marked for out-of-range ids.
+    fn take_bad_row_ids(&self) -> Option<Error> {
+        let g = self.graph.as_ref()?;
+        let mut first = None;
+        let n = unsafe { sys::ggml_graph_n_nodes(g.graph) };
+        for i in 0..n {
+            let node = unsafe { &mut *sys::ggml_graph_node(g.graph, i) };
+            if node.flags & sys::GGML_RS_FLAG_BAD_ROW_ID != 0 {
+                node.flags &= !sys::GGML_RS_FLAG_BAD_ROW_ID;
+                if first.is_none() {
+                    let t = unsafe { Tensor::from_raw(node) }.unwrap();
+                    let op = unsafe { std::ffi::CStr::from_ptr(sys::ggml_op_desc(node)) }.to_string_lossy().to_lowercase();
+                    first = Some(Error::new(
+                        ErrorKind::Compute,
+                        format!("compute: {op} producing {} met row ids out of range; those rows were skipped", t.describe()),
+                    ));
+                }
+            }
+        }
+        first
+    }
+
     /// Computes this context's graph (after adding `outputs` to it). The
     /// outputs stay readable until the backend computes another graph.
     pub fn compute(&mut self, outputs: &[Tensor]) -> Result<()> {
@@ -467,6 +489,11 @@ impl Context {
                 return Err(Error::oom("compute: failed to allocate the compute buffers for this graph"));
             }
             let status = sys::ggml_backend_sched_graph_compute(inner.sched, graph);
+            // Ids the graph computes can only be checked by the kernels; our
+            // patch makes them skip bad ones and mark the node.
+            if let Some(e) = self.take_bad_row_ids() {
+                return Err(e);
+            }
             match status {
                 sys::GGML_STATUS_SUCCESS => Ok(()),
                 sys::GGML_STATUS_ABORTED => Err(Error::new(ErrorKind::Aborted, "compute: aborted")),

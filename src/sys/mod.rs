@@ -4,3 +4,8 @@
 #![allow(clippy::all)]
 
 include!("bindings.rs");
+
+/// Set on a node by the CPU kernels of get_rows, set_rows, add_id and
+/// mul_mat_id when they skipped an out-of-range row id (added by
+/// scripts/patches/03-cpu-row-id-errors.sh; ggml's own flags use bits 0-4).
+pub const GGML_RS_FLAG_BAD_ROW_ID: i32 = 1 << 30;
