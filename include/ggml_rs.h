@@ -26,6 +26,53 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/**
+ * The largest metadata section (header, keys and values, tensor infos)
+ * accepted. Real models need a few MiB (the tokenizer dominates).
+ */
+#define MAX_METADATA_BYTES (256 << 20)
+
+/**
+ * The most key/value pairs accepted (real models have well under 1000).
+ */
+#define MAX_KV (1 << 20)
+
+/**
+ * The most tensors accepted (real models have at most tens of thousands).
+ */
+#define MAX_TENSORS (1 << 20)
+
+/**
+ * ggml's default alignment of the tensor data (GGUF_DEFAULT_ALIGNMENT).
+ */
+#define DEFAULT_ALIGNMENT 32
+
+#define GGUF_TYPE_UINT8 0
+
+#define GGUF_TYPE_INT8 1
+
+#define GGUF_TYPE_UINT16 2
+
+#define GGUF_TYPE_INT16 3
+
+#define GGUF_TYPE_UINT32 4
+
+#define GGUF_TYPE_INT32 5
+
+#define GGUF_TYPE_FLOAT32 6
+
+#define GGUF_TYPE_BOOL 7
+
+#define GGUF_TYPE_STRING 8
+
+#define GGUF_TYPE_ARRAY 9
+
+#define GGUF_TYPE_UINT64 10
+
+#define GGUF_TYPE_INT64 11
+
+#define GGUF_TYPE_FLOAT64 12
+
 
 
 
@@ -40,6 +87,13 @@
  * Ollama's default YaRN original context length (128 Ki).
  */
 #define DEFAULT_N_CTX_ORIG (128 << 10)
+
+/**
+ * Set on a node by the CPU kernels of get_rows, set_rows, add_id and
+ * mul_mat_id when they skipped an out-of-range row id (added by
+ * scripts/patches/03-cpu-row-id-errors.sh; ggml's own flags use bits 0-4).
+ */
+#define GGML_RS_FLAG_BAD_ROW_ID (1 << 30)
 
 /**
  * Capacity of `ggml_rs_error.message`, including the terminating NUL.
@@ -288,6 +342,17 @@ typedef struct ggml_rs_tensor_meta {
    * computed output).
    */
   bool has_data;
+  /**
+   * Bytes of the elements in logical order (what ggml_rs_tensor_get
+   * copies): nelements × type size / block size.
+   */
+  uint64_t data_size;
+  /**
+   * Size of the backend buffer holding the tensor when the tensor owns a
+   * dedicated one (data tensors of a context: its padded allocation);
+   * 0 otherwise.
+   */
+  uint64_t buffer_size;
 } ggml_rs_tensor_meta;
 
 
@@ -485,7 +550,9 @@ ggml_rs_status ggml_rs_ctx_compute(struct ggml_rs_context *c,
  * allocates) the scheduler's compute buffers for this handle's graph as a
  * worst case. Writes the bytes per scheduler device into
  * `sizes[0..n_sizes]` (n_sizes should be ggml_rs_backend_device_count; extra
- * entries are left alone; `sizes` may be NULL when n_sizes is 0).
+ * entries are left alone; `sizes` may be NULL when n_sizes is 0). When the
+ * allocation fails (GGML_RS_ERR_OUT_OF_MEMORY), `sizes` holds the sizes that
+ * were attempted.
  */
 ggml_rs_status ggml_rs_ctx_reserve(struct ggml_rs_context *c,
                                    uint64_t *sizes,
@@ -1061,6 +1128,13 @@ struct ggml_rs_tensor *ggml_rs_relu(struct ggml_rs_context *ctx,
 ggml_rs_status ggml_rs_tensor_get_meta(struct ggml_rs_tensor *t,
                                        struct ggml_rs_tensor_meta *out,
                                        struct ggml_rs_error *err);
+
+/**
+ * Copies `t`'s name (NUL-terminated, truncated to fit) into
+ * `dst[0..len]`; returns the name's full length in bytes (without NUL),
+ * or 0 for a NULL `t`. `dst` may be NULL when `len` is 0.
+ */
+size_t ggml_rs_tensor_name(struct ggml_rs_tensor *t, char *dst, size_t len);
 
 /**
  * Overwrites all of `t` with `len` bytes from `src` (`len` must equal the

@@ -256,3 +256,21 @@ fn computed_out_of_range_ids_fail_compute_instead_of_aborting() {
     let mut fresh = Context::new(&b, 256).unwrap();
     assert_eq!(eval(&mut fresh, rows), vec![6., 7., 2., 3.]);
 }
+
+#[test]
+fn empty_data_tensors_mix_with_real_nodes() {
+    // A zero-element data tensor forwarded into a graph with real nodes used
+    // to trip ggml's allocator (buffer_id >= 0).
+    let b = backend();
+    let (mut root, mut input) = contexts(&b);
+    let e = input.empty(F32, &[]).unwrap();
+    root.compute(&[e]).unwrap();
+    let x = upload(&mut input, F32, &[3], &[1., 2., 3.]);
+    let y = root.add(x, x).unwrap();
+    assert_eq!(eval(&mut root, y), vec![2., 4., 6.]);
+    // Also a root (placement-less) zero-element tensor.
+    let z = root.empty(F32, &[0]).unwrap();
+    root.forward(&[z]).unwrap();
+    let w = root.mul(x, x).unwrap();
+    assert_eq!(eval(&mut root, w), vec![1., 4., 9.]);
+}

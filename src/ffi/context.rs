@@ -192,7 +192,9 @@ pub extern "C" fn ggml_rs_ctx_compute(c: *mut ggml_rs_context, outputs: *const *
 /// allocates) the scheduler's compute buffers for this handle's graph as a
 /// worst case. Writes the bytes per scheduler device into
 /// `sizes[0..n_sizes]` (n_sizes should be ggml_rs_backend_device_count; extra
-/// entries are left alone; `sizes` may be NULL when n_sizes is 0).
+/// entries are left alone; `sizes` may be NULL when n_sizes is 0). When the
+/// allocation fails (GGML_RS_ERR_OUT_OF_MEMORY), `sizes` holds the sizes that
+/// were attempted.
 #[no_mangle]
 pub extern "C" fn ggml_rs_ctx_reserve(c: *mut ggml_rs_context, sizes: *mut u64, n_sizes: usize, err: *mut ggml_rs_error) -> ggml_rs_status {
     guard_status(err, || {
@@ -200,10 +202,15 @@ pub extern "C" fn ggml_rs_ctx_reserve(c: *mut ggml_rs_context, sizes: *mut u64, 
         if sizes.is_null() && n_sizes > 0 {
             return Err(Error::invalid("reserve: sizes is NULL"));
         }
-        let got = ctx.reserve()?;
-        for (i, s) in got.into_iter().take(n_sizes).enumerate() {
-            unsafe { *sizes.add(i) = s };
-        }
+        // Measured sizes first, so a failed reservation still tells the
+        // caller what it tried (to retry with fewer layers on the device).
+        let write = |got: Vec<u64>| {
+            for (i, s) in got.into_iter().take(n_sizes).enumerate() {
+                unsafe { *sizes.add(i) = s };
+            }
+        };
+        write(ctx.measure()?);
+        write(ctx.reserve()?);
         Ok(())
     })
 }

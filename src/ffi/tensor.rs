@@ -22,6 +22,13 @@ pub struct ggml_rs_tensor_meta {
     /// Whether the tensor has memory (a data tensor, a weight, or a
     /// computed output).
     pub has_data: bool,
+    /// Bytes of the elements in logical order (what ggml_rs_tensor_get
+    /// copies): nelements × type size / block size.
+    pub data_size: u64,
+    /// Size of the backend buffer holding the tensor when the tensor owns a
+    /// dedicated one (data tensors of a context: its padded allocation);
+    /// 0 otherwise.
+    pub buffer_size: u64,
 }
 
 /// Fills `*out` with `t`'s metadata. Errors: NULL `t` or `out`.
@@ -39,8 +46,52 @@ pub extern "C" fn ggml_rs_tensor_get_meta(t: *mut ggml_rs_tensor, out: *mut ggml
             nbytes: t.nbytes() as u64,
             contiguous: t.is_contiguous(),
             has_data: t.has_data(),
+            data_size: data_size(t),
+            buffer_size: owned_buffer_size(t),
         };
         Ok(())
+    })
+}
+
+fn data_size(t: crate::ml::Tensor) -> u64 {
+    let ne = t.ne();
+    (unsafe { crate::sys::ggml_row_size(t.dtype(), ne[0]) } as u64) * (ne[1] * ne[2] * ne[3]) as u64
+}
+
+fn owned_buffer_size(t: crate::ml::Tensor) -> u64 {
+    let r = t.raw();
+    if r.buffer.is_null() || !r.view_src.is_null() {
+        return 0;
+    }
+    let buf = r.buffer;
+    let (base, size) = unsafe { (crate::sys::ggml_backend_buffer_get_base(buf), crate::sys::ggml_backend_buffer_get_size(buf)) };
+    // A dedicated buffer starts at the tensor and is no larger than its
+    // padded size (compute buffers and weight buffers hold many tensors).
+    let padded = unsafe { crate::sys::ggml_backend_buffer_get_alloc_size(buf, t.as_ptr()) };
+    let align = unsafe { crate::sys::ggml_backend_buffer_get_alignment(buf) }.max(1);
+    if base == r.data && size <= padded.div_ceil(align) * align.max(1) && unsafe { crate::sys::ggml_backend_buffer_get_usage(buf) } != crate::sys::GGML_BACKEND_BUFFER_USAGE_COMPUTE {
+        size as u64
+    } else {
+        0
+    }
+}
+
+/// Copies `t`'s name (NUL-terminated, truncated to fit) into
+/// `dst[0..len]`; returns the name's full length in bytes (without NUL),
+/// or 0 for a NULL `t`. `dst` may be NULL when `len` is 0.
+#[no_mangle]
+pub extern "C" fn ggml_rs_tensor_name(t: *mut ggml_rs_tensor, dst: *mut std::ffi::c_char, len: usize) -> usize {
+    super::guard(std::ptr::null_mut(), 0, || {
+        let Some(t) = super::opt_tensor(t) else { return Ok(0) };
+        let name = t.name();
+        if len > 0 && !dst.is_null() {
+            let n = name.len().min(len - 1);
+            unsafe {
+                std::ptr::copy_nonoverlapping(name.as_ptr().cast(), dst, n);
+                *dst.add(n) = 0;
+            }
+        }
+        Ok(name.len())
     })
 }
 

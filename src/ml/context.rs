@@ -232,7 +232,12 @@ impl Context {
                 check::shape_arg(OP, shape, true)?;
             }
             let ctx = self.room(OP, 1)?;
-            return self.made(OP, unsafe { sys::ggml_new_tensor_1d(ctx, dtype, 0) });
+            let t = self.made(OP, unsafe { sys::ggml_new_tensor_1d(ctx, dtype, 0) })?;
+            // Give it a tiny buffer of its own: ggml's allocator asserts on a
+            // memory-less leaf in a graph that has real nodes.
+            let buft = self.buffer_type(OP).unwrap_or_else(|_| self.shared.backend.cpu_buft());
+            self.place(OP, t, buft, unsafe { sys::ggml_backend_buft_get_alignment(buft) }.max(1))?;
+            return Ok(t);
         }
         let ne = check::shape_arg(OP, shape, false)?;
         check::block_aligned(OP, dtype, ne[0])?;
@@ -249,16 +254,22 @@ impl Context {
                 t.describe()
             )));
         }
+        self.place(OP, t, buft, size)?;
+        Ok(t)
+    }
+
+    /// Allocates a dedicated buffer of `size` bytes of `buft` for `t`.
+    fn place(&mut self, op: &str, t: Tensor, buft: sys::ggml_backend_buffer_type_t, size: usize) -> Result<()> {
         let buf = unsafe { sys::ggml_backend_buft_alloc_buffer(buft, size) };
         if buf.is_null() {
-            return Err(Error::oom(format!("{OP}: failed to allocate {size} bytes for {}", t.describe())));
+            return Err(Error::oom(format!("{op}: failed to allocate {size} bytes for {}", t.describe())));
         }
         self.shared.buffers.lock().push(buf);
         let status = unsafe { sys::ggml_backend_tensor_alloc(buf, t.as_ptr(), sys::ggml_backend_buffer_get_base(buf)) };
         if status != sys::GGML_STATUS_SUCCESS {
-            return Err(Error::oom(format!("{OP}: could not place {} in its buffer", t.describe())));
+            return Err(Error::oom(format!("{op}: could not place {} in its buffer", t.describe())));
         }
-        Ok(t)
+        Ok(())
     }
 
     pub fn zeros(&mut self, dtype: sys::ggml_type, shape: &[i64]) -> Result<Tensor> {
@@ -501,6 +512,27 @@ impl Context {
                 s => Err(Error::new(ErrorKind::Compute, format!("compute: ggml graph failed with status {s}"))),
             }
         }
+    }
+
+    /// The compute buffer bytes per scheduler device this graph needs,
+    /// measured without allocating anything.
+    pub fn measure(&mut self) -> Result<Vec<u64>> {
+        self.check_recorded("reserve")?;
+        let inner = self.shared.backend.inner.clone();
+        let n = inner.devices.len();
+        if !self.has_work() {
+            return Ok(vec![0; n]);
+        }
+        self.check_nodes()?;
+        let _guard = inner.compute_lock.lock();
+        self.reset_allocations();
+        let graph = self.graph.as_ref().unwrap().graph;
+        let mut sizes = vec![0usize; n];
+        unsafe {
+            sys::ggml_backend_sched_reset(inner.sched);
+            sys::ggml_backend_sched_reserve_size(inner.sched, graph, sizes.as_mut_ptr());
+        }
+        Ok(sizes.into_iter().map(|s| s as u64).collect())
     }
 
     /// Sizes (and, when the backend allocates, allocates) the compute
