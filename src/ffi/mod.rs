@@ -23,11 +23,15 @@ pub mod device;
 pub mod log;
 pub mod ops_arith;
 pub mod ops_attention;
+pub mod ops_conv;
 pub mod ops_index;
+pub mod ops_linalg;
 pub mod ops_matmul;
+pub mod ops_moe;
 pub mod ops_norm;
 pub mod ops_rope;
 pub mod ops_shape;
+pub mod ops_ssm;
 pub mod ops_unary;
 pub mod tensor;
 

@@ -5,9 +5,13 @@
 
 pub mod arith;
 pub mod attention;
+pub mod conv;
 pub mod index;
+pub mod linalg;
 pub mod matmul;
+pub mod moe;
 pub mod norm;
 pub mod rope;
 pub mod shape;
+pub mod ssm;
 pub mod unary;
