@@ -17,10 +17,19 @@ pub fn can_repeat(b: Tensor, a: Tensor) -> bool {
     (0..4).all(|i| nb[i] > 0 && na[i] % nb[i] == 0) || (b.nelements() == 0 && a.nelements() == 0)
 }
 
+#[inline]
 pub fn repeatable(op: &str, b: Tensor, a: Tensor) -> Result<()> {
     if can_repeat(b, a) {
         Ok(())
     } else {
+        repeat_error(op, b, a)
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn repeat_error(op: &str, b: Tensor, a: Tensor) -> Result<()> {
+    {
         Err(Error::shape(format!(
             "{op}: cannot broadcast {} to {}",
             b.describe(),
@@ -54,10 +63,17 @@ pub fn same_rows(op: &str, a: Tensor, b: Tensor) -> Result<()> {
 }
 
 /// The tensor's type is one of `types`.
+#[inline]
 pub fn dtype_in(op: &str, what: &str, t: Tensor, types: &[sys::ggml_type]) -> Result<()> {
     if types.contains(&t.dtype()) {
         return Ok(());
     }
+    dtype_error(op, what, t, types)
+}
+
+#[cold]
+#[inline(never)]
+fn dtype_error(op: &str, what: &str, t: Tensor, types: &[sys::ggml_type]) -> Result<()> {
     let names: Vec<&str> = types.iter().map(|&ty| super::tensor::type_name(ty)).collect();
     Err(Error::dtype(format!(
         "{op}: {what} must be {}, got {}",
@@ -67,6 +83,7 @@ pub fn dtype_in(op: &str, what: &str, t: Tensor, types: &[sys::ggml_type]) -> Re
 }
 
 /// F32 or F16 (the float types ggml's CPU element-wise kernels take).
+#[inline]
 pub fn float(op: &str, what: &str, t: Tensor) -> Result<()> {
     dtype_in(op, what, t, &[F32, F16])
 }
@@ -94,8 +111,9 @@ pub fn contiguous(op: &str, what: &str, t: Tensor) -> Result<()> {
 /// Rows are contiguous: `nb[0]` is exactly the element (block) size, as the
 /// CPU kernels assert (ggml's own `ggml_is_contiguous_rows` also accepts a
 /// one-element row at any stride, which the element-wise kernels reject).
+#[inline]
 pub fn rows_contiguous(op: &str, what: &str, t: Tensor) -> Result<()> {
-    if t.nb()[0] == unsafe { sys::ggml_type_size(t.dtype()) } {
+    if t.nb()[0] == crate::ml::tensor::elem_size(t.dtype()) {
         Ok(())
     } else {
         Err(Error::shape(format!(

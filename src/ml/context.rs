@@ -34,6 +34,8 @@ pub(crate) struct Shared {
     pub backend: Backend,
     pub ctx: *mut sys::ggml_context,
     pub max_nodes: usize,
+    mem_size: usize,
+    overhead: usize,
     buffers: Mutex<Vec<sys::ggml_backend_buffer_t>>,
 }
 
@@ -101,7 +103,13 @@ impl Context {
             return Err(Error::oom(format!("new context: cannot allocate {mem} bytes of tensor headers")));
         }
         Ok(Context {
-            shared: Arc::new(Shared { backend: backend.clone(), ctx, max_nodes, buffers: Mutex::new(Vec::new()) }),
+            shared: Arc::new(Shared {
+                backend: backend.clone(),
+                ctx,
+                max_nodes,
+                mem_size: unsafe { sys::ggml_get_mem_size(ctx) },
+                overhead: unsafe { sys::ggml_tensor_overhead() },
+                buffers: Mutex::new(Vec::new()) }),
             placement: Placement::None,
             graph: None,
             batch_size: -1,
@@ -177,8 +185,9 @@ impl Context {
     /// checking there is room for them (ggml would abort otherwise).
     pub(crate) fn room(&self, op: &str, n: usize) -> Result<*mut sys::ggml_context> {
         let ctx = self.shared.ctx;
-        let (size, used) = unsafe { (sys::ggml_get_mem_size(ctx), sys::ggml_used_mem(ctx)) };
-        let need = n * unsafe { sys::ggml_tensor_overhead() };
+        // mem_size and the per-tensor overhead never change: read at creation.
+        let (size, used) = (self.shared.mem_size, unsafe { sys::ggml_used_mem(ctx) });
+        let need = n * self.shared.overhead;
         if size.saturating_sub(used) < need {
             return Err(Error::oom(format!(
                 "{op}: context is full ({} tensors); create it with a larger size",

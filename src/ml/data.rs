@@ -50,12 +50,12 @@ pub fn read(t: Tensor, op: &str) -> Result<Vec<u8>> {
     }
     let (ne, nb) = (t.ne(), t.nb());
     let (unit, units) = if t.is_quantized() {
-        if nb[0] != unsafe { sys::ggml_type_size(t.dtype()) } {
+        if nb[0] != crate::ml::tensor::elem_size(t.dtype()) {
             return Err(Error::shape(format!("{op}: cannot read {}: rows are not contiguous", t.describe())));
         }
         (unsafe { sys::ggml_row_size(t.dtype(), ne[0]) }, 1)
     } else {
-        (unsafe { sys::ggml_type_size(t.dtype()) }, ne[0] as usize)
+        (crate::ml::tensor::elem_size(t.dtype()), ne[0] as usize)
     };
     let mut out = Vec::with_capacity(unit * units * (ne[1] * ne[2] * ne[3]) as usize);
     for i3 in 0..ne[3] as usize {

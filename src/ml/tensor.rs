@@ -110,3 +110,14 @@ pub fn is_valid_type(t: sys::ggml_type) -> bool {
     let traits = unsafe { sys::ggml_get_type_traits(t) };
     !traits.is_null() && unsafe { (*traits).blck_size } > 0
 }
+
+/// Bytes per element (per block for quantized types), without a call into
+/// ggml for the common types (checks run on every op).
+#[inline]
+pub fn elem_size(t: sys::ggml_type) -> usize {
+    match t {
+        sys::GGML_TYPE_F32 | sys::GGML_TYPE_I32 => 4,
+        sys::GGML_TYPE_F16 | sys::GGML_TYPE_BF16 => 2,
+        _ => unsafe { sys::ggml_type_size(t) },
+    }
+}

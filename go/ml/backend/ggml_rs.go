@@ -774,9 +774,9 @@ type Tensor struct {
 	// owned: a data tensor with a buffer of its own (Empty, From*, an I32
 	// Arange), whose data no compute of another graph can overwrite.
 	owned bool
-	// meta is read once (shapes never change); metaReady says it is.
-	metaReady atomic.Bool
-	meta      C.ggml_rs_tensor_meta
+	// meta is read on first use (shapes never change). It is kept out of
+	// line so that an op allocates a 32-byte Tensor, not a 120-byte one.
+	meta atomic.Pointer[C.ggml_rs_tensor_meta]
 }
 
 var (
@@ -804,23 +804,19 @@ func handle(t ml.Tensor, op string) *C.ggml_rs_tensor {
 	return tt.ptr(op)
 }
 
-var metaMu sync.Mutex
-
-// m returns the tensor's metadata, reading it on first use.
+// m returns the tensor's metadata, reading it on first use. Two
+// goroutines may both read it; they store the same values.
 func (t *Tensor) m() *C.ggml_rs_tensor_meta {
-	if t.metaReady.Load() {
-		return &t.meta
+	if p := t.meta.Load(); p != nil {
+		return p
 	}
-	metaMu.Lock()
-	defer metaMu.Unlock()
-	if !t.metaReady.Load() {
-		var cerr C.ggml_rs_error
-		if C.ggml_rs_tensor_get_meta(t.ptr("Shape"), &t.meta, &cerr) != C.GGML_RS_OK {
-			panic(errorFrom(&cerr))
-		}
-		t.metaReady.Store(true)
+	p := new(C.ggml_rs_tensor_meta)
+	var cerr C.ggml_rs_error
+	if C.ggml_rs_tensor_get_meta(t.ptr("Shape"), p, &cerr) != C.GGML_RS_OK {
+		panic(errorFrom(&cerr))
 	}
-	return &t.meta
+	t.meta.Store(p)
+	return p
 }
 
 // Dim is the size of dimension n (0 fastest); dimensions past the last are 1.

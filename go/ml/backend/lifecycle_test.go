@@ -700,10 +700,7 @@ func TestAllocations(t *testing.T) {
 func TestDTypeAndLogValue(t *testing.T) {
 	// Types ml has no name for report DTypeOther (bf16 here).
 	other := &Tensor{}
-	other.meta.type_ = typeBF16
-	other.meta.n_dims = 1
-	other.meta.ne = [4]_Ctype_int64_t{4, 1, 1, 1}
-	other.metaReady.Store(true)
+	other.meta.Store(&_Ctype_struct_ggml_rs_tensor_meta{type_: typeBF16, n_dims: 1, ne: [4]_Ctype_int64_t{4, 1, 1, 1}})
 	if other.DType() != ml.DTypeOther {
 		t.Errorf("bf16 DType = %v", other.DType())
 	}

@@ -64,7 +64,7 @@ impl Context {
         if lo.is_nan() || hi.is_nan() || lo > hi {
             return Err(Error::invalid(format!("clamp: invalid bounds min={lo} max={hi}")));
         }
-        if !(a.nb()[0] == unsafe { sys::ggml_type_size(a.dtype()) } && unsafe { sys::ggml_is_contiguous_1(a.as_ptr()) }) {
+        if !(a.nb()[0] == crate::ml::tensor::elem_size(a.dtype()) && unsafe { sys::ggml_is_contiguous_1(a.as_ptr()) }) {
             return Err(Error::shape(format!(
                 "clamp: a must have contiguous rows at a fixed stride (dims 1 to 3 not permuted), got {}",
                 a.describe()

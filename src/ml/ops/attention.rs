@@ -21,7 +21,7 @@ use crate::ml::{check, Context, Error, Result, Tensor};
 use crate::sys;
 
 fn type_size(t: Tensor) -> usize {
-    unsafe { sys::ggml_type_size(t.dtype()) }
+    crate::ml::tensor::elem_size(t.dtype())
 }
 
 impl Context {
@@ -109,9 +109,9 @@ impl Context {
         }
 
         // ---- kernels' type support -----------------------------------------
-        let qd = format!("q {}", q.describe());
-        let kd = format!("k {}", k.describe());
-        let vd = format!("v {}", v.describe());
+        let qd = || format!("q {}", q.describe());
+        let kd = || format!("k {}", k.describe());
+        let vd = || format!("v {}", v.describe());
         // Both paths need a K·Q dot product with f32 queries converted to
         // K's dot type (flash attention converts q the same way).
         check_operand_types(OP, k.dtype(), dk, check::F32, &kd, &qd).map_err(|e| {
@@ -143,9 +143,9 @@ impl Context {
             // Without v_permuted, v becomes [seqK, dv, kvHeads] by a copy;
             // with it, v is the left operand of V·softmax as it is.
             if v_permuted && !dense_rows(v) && !is_float(v.dtype()) {
-                return Err(Error::shape(format!("{OP}: {vd} must have dense rows")));
+                return Err(Error::shape(format!("{OP}: {} must have dense rows", vd())));
             }
-            check_operand_types(OP, v.dtype(), seq_k, check::F32, &vd, "the attention weights")?;
+            check_operand_types(OP, v.dtype(), seq_k, check::F32, &vd, &|| "the attention weights".to_string())?;
         }
 
         // ---- mask ------------------------------------------------------------
@@ -196,7 +196,7 @@ impl Context {
             if !dense_rows(w) && !is_float(w.dtype()) {
                 return Err(Error::shape(format!("{OP}: a quantized vmla must have dense rows, got {}", w.describe())));
             }
-            check_operand_types(OP, w.dtype(), dv, check::F32, &format!("vmla {}", w.describe()), "the attention output")?;
+            check_operand_types(OP, w.dtype(), dv, check::F32, &|| format!("vmla {}", w.describe()), &|| "the attention output".to_string())?;
         }
 
         // ---- build -------------------------------------------------------------

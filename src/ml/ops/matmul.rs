@@ -45,12 +45,13 @@ pub(crate) fn check_operand_types(
     a_type: sys::ggml_type,
     k: i64,
     b_type: sys::ggml_type,
-    a_desc: &str,
-    b_desc: &str,
+    a_desc: &dyn Fn() -> String,
+    b_desc: &dyn Fn() -> String,
 ) -> Result<()> {
     let Some(vdt) = vec_dot_type(a_type) else {
         return Err(Error::dtype(format!(
-            "{op}: the CPU has no matrix product for {a_desc} (type {})",
+            "{op}: the CPU has no matrix product for {} (type {})",
+            a_desc(),
             type_name(a_type)
         )));
     };
@@ -58,8 +59,9 @@ pub(crate) fn check_operand_types(
         let bs = blck(t);
         if bs <= 0 || k % bs != 0 {
             return Err(Error::shape(format!(
-                "{op}: the shared dimension K={k} must be a multiple of the {} block size {bs}, got {a_desc}",
-                type_name(t)
+                "{op}: the shared dimension K={k} must be a multiple of the {} block size {bs}, got {}",
+                type_name(t),
+                a_desc()
             )));
         }
     }
@@ -80,7 +82,9 @@ pub(crate) fn check_operand_types(
         allowed.push("bf16");
     }
     Err(Error::dtype(format!(
-        "{op}: {b_desc} cannot multiply {a_desc}: with a {} left operand the right one must be {}",
+        "{op}: {} cannot multiply {}: with a {} left operand the right one must be {}",
+        b_desc(),
+        a_desc(),
         type_name(a_type),
         allowed.join(" or ")
     )))
@@ -89,7 +93,8 @@ pub(crate) fn check_operand_types(
 /// Dim 0 is dense and the tensor is not transposed (what ggml_mul_mat and
 /// the CPU kernel need from both operands).
 pub(crate) fn dense_rows(t: Tensor) -> bool {
-    t.nb()[0] == unsafe { sys::ggml_type_size(t.dtype()) } && !unsafe { sys::ggml_is_transposed(t.as_ptr()) }
+    let nb = t.nb();
+    nb[0] == crate::ml::tensor::elem_size(t.dtype()) && nb[0] <= nb[1] // !ggml_is_transposed
 }
 
 pub(crate) fn is_float(t: sys::ggml_type) -> bool {
@@ -148,7 +153,12 @@ impl Context {
                 a.describe()
             )));
         }
-        check_operand_types(op, a.dtype(), na[0], b.dtype(), &format!("a {}", a.describe()), &format!("b {}", b.describe()))
+        // f32/f16 weights times f32 activations: always supported (block size 1,
+        // vec_dot_type f32/f16 with a from_float), so skip the CPU-traits lookups.
+        if matches!(a.dtype(), check::F32 | check::F16) && b.dtype() == check::F32 {
+            return Ok(());
+        }
+        check_operand_types(op, a.dtype(), na[0], b.dtype(), &|| format!("a {}", a.describe()), &|| format!("b {}", b.describe()))
     }
 
     /// Builds the product after `check_mul_mat`; creates up to 3 tensors.

@@ -116,7 +116,7 @@ impl Context {
             check::block_aligned(OP, a.dtype(), ne[0])?;
         } else {
             check::float(OP, "a", a)?;
-            if a.nb()[0] != unsafe { sys::ggml_type_size(a.dtype()) } {
+            if a.nb()[0] != crate::ml::tensor::elem_size(a.dtype()) {
                 return Err(Error::shape(format!(
                     "{OP}: a must be dense in dim 0 (not transposed), got {}",
                     a.describe()

@@ -472,11 +472,13 @@ fn infer_shape(op: &str, a: Tensor, shape: &[i64]) -> Result<([i64; 4], usize)> 
             }
         }
     }
-    let mut resolved = shape.to_vec();
+    let mut buf = [0i64; 4];
+    buf[..n].copy_from_slice(shape);
+    let resolved = &mut buf[..n];
     if let Some(i) = inferred {
         resolved[i] = rest;
     }
-    let ne = check::shape_arg(op, &resolved, false)?;
+    let ne = check::shape_arg(op, resolved, false)?;
     if ne.iter().product::<i64>() != total {
         return Err(Error::shape(format!(
             "{op}: cannot reshape {} ({total} elements) to {resolved:?}",
