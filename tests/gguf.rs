@@ -235,7 +235,10 @@ fn every_truncation_is_an_error() {
         let bytes = w.write().bytes;
         for n in 0..bytes.len() {
             let m = format_error(&bytes[..n]);
-            assert!(m.contains("truncated") || m.contains("outside the file") || m.contains("left in the file"), "prefix {n}: {m}");
+            assert!(
+                m.contains("truncated") || m.contains("outside the file") || m.contains("left in the file"),
+                "prefix {n}: {m}"
+            );
         }
     }
 }
@@ -352,14 +355,24 @@ fn unknown_tensor_types() {
 
 #[test]
 fn bad_dimensions() {
-    let w = |ne: &[i64]| sample_minimal().tensor_spec(TensorSpec { data: Some(vec![0; 64]), ..tensor("w", GGML_TYPE_F32, ne) });
+    let w = |ne: &[i64]| {
+        sample_minimal().tensor_spec(TensorSpec { data: Some(vec![0; 64]), ..tensor("w", GGML_TYPE_F32, ne) })
+    };
     expect_error(&w(&[4, 0]), "tensor 'w' dimension 1 is 0; every dimension must be at least 1");
     expect_error(&w(&[-3]), "tensor 'w' dimension 0 is -3");
+    // ggml's reader accepts a zero dimension, and this shape then aborts in
+    // ggml_new_tensor (GGML_ASSERT(INT64_MAX / ne[i] > current_nelements))
+    // when a caller asks gguf for its ggml context: found by fuzzing raw ggml.
+    expect_error(&w(&[1 << 60, 0, 0, 1 << 50]), "tensor 'w' dimension 1 is 0");
     expect_error(&w(&[i64::MIN, 2]), "dimension 0 is -9223372036854775808");
-    expect_error(&w(&[1 << 32, 1 << 32, 1 << 32]), "tensor 'w' shape [4294967296, 4294967296, 4294967296] has more elements than fit in 64 bits");
+    expect_error(
+        &w(&[1 << 32, 1 << 32, 1 << 32]),
+        "tensor 'w' shape [4294967296, 4294967296, 4294967296] has more elements than fit in 64 bits",
+    );
     expect_error(&w(&[i64::MAX, 2]), "more elements than fit in 64 bits");
     expect_error(&w(&[1, 1, 1, 1, 1]), "tensor 'w' has 5 dimensions; ggml supports at most 4");
-    let q = sample_minimal().tensor_spec(TensorSpec { data: Some(vec![0; 144]), ..tensor("q", GGML_TYPE_Q4_K, &[100]) });
+    let q =
+        sample_minimal().tensor_spec(TensorSpec { data: Some(vec![0; 144]), ..tensor("q", GGML_TYPE_Q4_K, &[100]) });
     expect_error(&q, "tensor 'q' of type q4_K has ne[0] = 100, not a multiple of the type's block size 256");
     // Huge but representable: the data cannot be in the file.
     expect_error(&w(&[1 << 40, 1 << 20]), "tensor 'w' data [");
@@ -375,18 +388,17 @@ fn tensor_data_out_of_range() {
     let m = format_error(&bytes[..bytes.len() - 1]);
     assert!(m.contains("tensor 'h.q4_k' data [") && m.contains("lies outside the file"), "{m}");
     // An offset far beyond the end.
-    let w = sample_minimal().tensor("a", GGML_TYPE_F32, &[8]).tensor_spec(TensorSpec {
-        offset: Some(1 << 40),
-        ..tensor("far", GGML_TYPE_F32, &[8])
-    });
+    let w = sample_minimal()
+        .tensor("a", GGML_TYPE_F32, &[8])
+        .tensor_spec(TensorSpec { offset: Some(1 << 40), ..tensor("far", GGML_TYPE_F32, &[8]) });
     expect_error(&w, "tensor 'far' data [");
-    let w = sample_minimal().tensor_spec(TensorSpec { offset: Some(u64::MAX - 31), ..tensor("wrap", GGML_TYPE_F32, &[8]) });
+    let w =
+        sample_minimal().tensor_spec(TensorSpec { offset: Some(u64::MAX - 31), ..tensor("wrap", GGML_TYPE_F32, &[8]) });
     expect_error(&w, "tensor 'wrap' data [beyond 2^64");
     // Misaligned.
-    let w = sample_minimal().tensor("a", GGML_TYPE_F32, &[8]).tensor_spec(TensorSpec {
-        offset: Some(36),
-        ..tensor("odd", GGML_TYPE_F32, &[8])
-    });
+    let w = sample_minimal()
+        .tensor("a", GGML_TYPE_F32, &[8])
+        .tensor_spec(TensorSpec { offset: Some(36), ..tensor("odd", GGML_TYPE_F32, &[8]) });
     expect_error(&w, "tensor 'odd' data offset 36 is not a multiple of the alignment 32");
 }
 
@@ -416,10 +428,17 @@ fn overlapping_and_misplaced_tensors() {
 
 #[test]
 fn bad_tensor_names() {
-    let w = sample_minimal().tensor("x", GGML_TYPE_F32, &[4]).tensor("y", GGML_TYPE_F32, &[4]).tensor("x", GGML_TYPE_F32, &[4]);
+    let w = sample_minimal().tensor("x", GGML_TYPE_F32, &[4]).tensor("y", GGML_TYPE_F32, &[4]).tensor(
+        "x",
+        GGML_TYPE_F32,
+        &[4],
+    );
     expect_error(&w, "duplicate tensor name 'x' (tensors 0 and 2)");
     expect_error(&sample_minimal().tensor("", GGML_TYPE_F32, &[4]), "tensor 0 has an empty name");
-    expect_error(&sample_minimal().tensor("n".repeat(64), GGML_TYPE_F32, &[4]), "is 64 bytes long; ggml allows at most 63");
+    expect_error(
+        &sample_minimal().tensor("n".repeat(64), GGML_TYPE_F32, &[4]),
+        "is 64 bytes long; ggml allows at most 63",
+    );
     open_both(&sample_minimal().tensor("n".repeat(63), GGML_TYPE_F32, &[4]).write().bytes).expect("63 bytes is fine");
     expect_error(&sample_minimal().tensor(b"a\0b", GGML_TYPE_F32, &[4]), "the name of tensor 0 contains a NUL byte");
     expect_error(&sample_minimal().tensor([0xc3u8], GGML_TYPE_F32, &[4]), "the name of tensor 0 is not valid UTF-8");

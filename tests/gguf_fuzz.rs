@@ -109,7 +109,8 @@ fn seeds() -> Vec<Seed> {
         offset: None,
         data: None,
     };
-    let mut v2 = sample_minimal().with_alignment(64).tensor("a", GGML_TYPE_F32, &[3]).tensor("b", GGML_TYPE_Q8_0, &[32, 3]);
+    let mut v2 =
+        sample_minimal().with_alignment(64).tensor("a", GGML_TYPE_F32, &[3]).tensor("b", GGML_TYPE_Q8_0, &[32, 3]);
     v2.version = 2;
     let mut out = vec![
         seed("full", &sample_full()),
@@ -126,7 +127,12 @@ fn seeds() -> Vec<Seed> {
         ),
         seed("scalar", &Writer::new().tensor_spec(TensorSpec { n_dims: Some(0), ..t("s", GGML_TYPE_F32, &[]) })),
         // Broken seeds: mutations of these explore the checks' neighbourhood.
-        seed("overlap", &sample_minimal().tensor("a", GGML_TYPE_F32, &[16]).tensor_spec(TensorSpec { offset: Some(32), ..t("b", GGML_TYPE_F32, &[16]) })),
+        seed(
+            "overlap",
+            &sample_minimal()
+                .tensor("a", GGML_TYPE_F32, &[16])
+                .tensor_spec(TensorSpec { offset: Some(32), ..t("b", GGML_TYPE_F32, &[16]) }),
+        ),
         seed("dup-name", &sample_minimal().tensor("x", GGML_TYPE_F32, &[4]).tensor("x", GGML_TYPE_F32, &[4])),
         seed("bad-type", &sample_minimal().tensor_spec(TensorSpec { data: Some(vec![0; 64]), ..t("q", 4, &[32]) })),
         seed("nested", &Writer::new().kv_raw("n", ggml_rs::ml::gguf::write::nested_array_payload())),
@@ -255,7 +261,8 @@ fn check(input: &[u8], r: ggml_rs::ml::Result<Gguf>, from_file: bool) -> String 
             "ok".into()
         }
         Err(e) => {
-            let want = if from_file { [ErrorKind::Format, ErrorKind::Io] } else { [ErrorKind::Format, ErrorKind::Format] };
+            let want =
+                if from_file { [ErrorKind::Format, ErrorKind::Io] } else { [ErrorKind::Format, ErrorKind::Format] };
             assert!(want.contains(&e.kind), "unexpected error kind: {e:?}");
             assert!(!e.message.contains("disagrees"), "{}", e.message);
             assert!(!e.message.contains("ggml rejected"), "the pre-check let through what ggml rejects: {}", e.message);
@@ -274,7 +281,9 @@ fn check(input: &[u8], r: ggml_rs::ml::Result<Gguf>, from_file: bool) -> String 
 fn limit_memory(bytes: u64) {
     let mut cur = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
     unsafe {
-        if libc::getrlimit(libc::RLIMIT_DATA, &mut cur) == 0 && (cur.rlim_cur == libc::RLIM_INFINITY || cur.rlim_cur > bytes) {
+        if libc::getrlimit(libc::RLIMIT_DATA, &mut cur) == 0
+            && (cur.rlim_cur == libc::RLIM_INFINITY || cur.rlim_cur > bytes)
+        {
             let new = libc::rlimit { rlim_cur: bytes, rlim_max: cur.rlim_max };
             libc::setrlimit(libc::RLIMIT_DATA, &new);
         }
@@ -284,7 +293,8 @@ fn limit_memory(bytes: u64) {
 #[test]
 fn fuzz_gguf_reader() {
     let secs: f64 = std::env::var("GGML_RS_FUZZ_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(10.0);
-    let seed_val: u64 = std::env::var("GGML_RS_FUZZ_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x0067_6775_662d_7273);
+    let seed_val: u64 =
+        std::env::var("GGML_RS_FUZZ_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x0067_6775_662d_7273);
     let save = std::env::var("GGML_RS_FUZZ_SAVE").ok();
     limit_memory(4 << 30);
     let seeds = seeds();

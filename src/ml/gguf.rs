@@ -573,7 +573,11 @@ fn parse(buf: &[u8], total: u64) -> Parse<Parsed> {
             return bad(format!("key '{k}' has unknown value type {}", t as i32));
         }
         if k == KEY_ALIGNMENT && (t != GGUF_TYPE_UINT32) {
-            let tn = if t == GGUF_TYPE_ARRAY { format!("arr[{}]", value_type_name(elem)) } else { value_type_name(t).into() };
+            let tn = if t == GGUF_TYPE_ARRAY {
+                format!("arr[{}]", value_type_name(elem))
+            } else {
+                value_type_name(t).into()
+            };
             return bad(format!("{KEY_ALIGNMENT} must be a u32, not {tn}"));
         }
         keys.push(key);
@@ -611,7 +615,8 @@ fn parse(buf: &[u8], total: u64) -> Parse<Parsed> {
             }
             *slot = v;
         }
-        let shape = || format!("[{}]", ne[..n_dims as usize].iter().map(|v| v.to_string()).collect::<Vec<_>>().join(", "));
+        let shape =
+            || format!("[{}]", ne[..n_dims as usize].iter().map(|v| v.to_string()).collect::<Vec<_>>().join(", "));
         let nelements = match ne.iter().try_fold(1i64, |acc, &v| acc.checked_mul(v)) {
             Some(n) => n,
             None => return bad(format!("tensor '{nm}' shape {} has more elements than fit in 64 bits", shape())),
@@ -632,7 +637,11 @@ fn parse(buf: &[u8], total: u64) -> Parse<Parsed> {
         let size = match ((nelements / blck) as u64).checked_mul(tsize) {
             Some(s) => s,
             None => {
-                return bad(format!("tensor '{nm}' of type {} and shape {} has a size in bytes that overflows", type_name(dtype), shape()))
+                return bad(format!(
+                    "tensor '{nm}' of type {} and shape {} has a size in bytes that overflows",
+                    type_name(dtype),
+                    shape()
+                ))
             }
         };
         let offset = c.u64(&|| format!("the data offset of tensor '{nm}'"))?;
@@ -753,10 +762,17 @@ impl Gguf {
         loop {
             if (buf.len() as u64) < want {
                 let more = want - buf.len() as u64;
-                buf.try_reserve_exact(more as usize).map_err(|_| Error::oom(format!("gguf {source}: cannot allocate {want} bytes for the metadata")))?;
-                let got = (&mut f).take(more).read_to_end(&mut buf).map_err(|e| io_err(&source, format_args!("read failed: {e}")))?;
+                buf.try_reserve_exact(more as usize)
+                    .map_err(|_| Error::oom(format!("gguf {source}: cannot allocate {want} bytes for the metadata")))?;
+                let got = (&mut f)
+                    .take(more)
+                    .read_to_end(&mut buf)
+                    .map_err(|e| io_err(&source, format_args!("read failed: {e}")))?;
                 if (got as u64) < more {
-                    return Err(io_err(&source, format_args!("the file shrank while being read (expected {total} bytes)")));
+                    return Err(io_err(
+                        &source,
+                        format_args!("the file shrank while being read (expected {total} bytes)"),
+                    ));
                 }
             }
             match parse(&buf, total) {
@@ -822,7 +838,8 @@ impl Gguf {
     /// Reads the key and tensor tables from ggml, checking them against ours.
     fn adopt(&mut self, p: Parsed) -> Result<()> {
         let c = self.ctx.as_ptr();
-        let disagree = |what: String| format_err(&self.source, format_args!("ggml's reading disagrees with ours: {what}"));
+        let disagree =
+            |what: String| format_err(&self.source, format_args!("ggml's reading disagrees with ours: {what}"));
         let (n_kv, n_tensors) = unsafe { (sys::gguf_get_n_kv(c), sys::gguf_get_n_tensors(c)) };
         if n_kv != p.keys.len() as i64 || n_tensors != p.tensors.len() as i64 {
             return Err(disagree(format!(
@@ -831,8 +848,9 @@ impl Gguf {
                 p.tensors.len()
             )));
         }
-        let (version, alignment, data_offset) =
-            unsafe { (sys::gguf_get_version(c), sys::gguf_get_alignment(c) as u64, sys::gguf_get_data_offset(c) as u64) };
+        let (version, alignment, data_offset) = unsafe {
+            (sys::gguf_get_version(c), sys::gguf_get_alignment(c) as u64, sys::gguf_get_data_offset(c) as u64)
+        };
         if version != p.version || alignment != p.alignment || data_offset != p.data_offset {
             return Err(disagree(format!(
                 "version {version}, alignment {alignment}, data offset {data_offset}; expected {}, {}, {}",
