@@ -171,6 +171,11 @@ typedef struct ggml_rs_backend ggml_rs_backend;
 typedef struct ggml_rs_context ggml_rs_context;
 
 /**
+ * Opaque memory report (see ggml_rs_backend_memory).
+ */
+typedef struct ggml_rs_memory ggml_rs_memory;
+
+/**
  * Opaque handle to a tensor (a graph node, a data tensor or a weight).
  * Borrowed from its context family; never freed on its own.
  */
@@ -185,7 +190,8 @@ typedef struct ggml_rs_backend_params {
    */
   uint32_t n_threads;
   /**
-   * Node capacity of a context created with size 0; 0 = 8192.
+   * Node capacity of a context created with size 0; 0 = max(8192, 32 x
+   * the model's tensors).
    */
   uint32_t max_graph_nodes;
   /**
@@ -257,6 +263,65 @@ typedef void (*ggml_rs_log_fn)(int32_t level,
                                const char *target,
                                const char *message,
                                void *user_data);
+
+/**
+ * Where a model's layers go. Zero-initialise it for "everything on the
+ * CPU, repacking allowed".
+ */
+typedef struct ggml_rs_model_params {
+  /**
+   * Device per layer `0..=block_count` (the last one is the output
+   * layer): a ggml registry device index (see ggml_rs_device_get), which
+   * must be a GPU, or -1 for the CPU. Missing layers stay on the CPU.
+   * May be NULL when `n_layer_devices` is 0.
+   */
+  const int32_t *layer_devices;
+  size_t n_layer_devices;
+  /**
+   * Layers whose mixture-of-experts expert tensors (`ffn_*_exps`) stay
+   * in CPU memory while the rest of the layer goes to its device.
+   */
+  const int32_t *cpu_expert_layers;
+  size_t n_cpu_expert_layers;
+  /**
+   * Do not use the CPU's extra buffer types (weight repacking for faster
+   * CPU matmuls).
+   */
+  bool no_extra_bufts;
+} ggml_rs_model_params;
+
+/**
+ * Called with the fraction of weights loaded (0 to 1, never decreasing),
+ * always on the thread that called ggml_rs_backend_load. Return false to
+ * cancel the load.
+ */
+typedef bool (*ggml_rs_progress_fn)(float fraction, void *user_data);
+
+/**
+ * Where one weight went.
+ */
+typedef struct ggml_rs_weight_info {
+  /**
+   * NUL-terminated tensor name.
+   */
+  char name[64];
+  /**
+   * NUL-terminated ggml buffer type name ("CPU", "CPU_REPACK", "CUDA0" …).
+   */
+  char buffer_type[64];
+  /**
+   * ggml registry index of the device that holds it.
+   */
+  int64_t device;
+  /**
+   * Layer (0..block_count, block_count = output layer), or -1 for input
+   * weights (token embeddings), which always stay on the CPU.
+   */
+  int64_t layer;
+  int32_t type_;
+  int64_t ne[4];
+  uint64_t nbytes;
+} ggml_rs_weight_info;
 
 /**
  * RoPE parameters (the field order is part of the ABI). Start from
@@ -587,6 +652,128 @@ size_t ggml_rs_default_threads(void);
  * back unchanged; the caller keeps it alive while `f` is installed.
  */
 void ggml_rs_log_set(ggml_rs_log_fn f, void *user_data, int32_t min_level);
+
+/**
+ * Opens the GGUF model at `path` and places its weights as `model` says
+ * (NULL: everything on the CPU); `params` as for ggml_rs_backend_new (NULL:
+ * defaults). With `params->alloc_memory` the weights are allocated (read
+ * them with ggml_rs_backend_load); without, only sized (a "fit" check:
+ * ggml_rs_backend_memory tells what the model needs).
+ * On success stores a new handle in `*out` (free with ggml_rs_backend_free).
+ * If `out_memory` is not NULL it receives a new memory report (free with
+ * ggml_rs_memory_free) on success and also when the weights did not fit
+ * (GGML_RS_ERR_OUT_OF_MEMORY), so a caller can retry with fewer layers on
+ * a device. Errors: GGML_RS_ERR_IO / _FORMAT for unreadable or invalid
+ * files (the message names the problem and the tensor), _INVALID_ARGUMENT
+ * for a bad placement, _OUT_OF_MEMORY.
+ */
+ggml_rs_status ggml_rs_backend_open(const char *path,
+                                    const struct ggml_rs_backend_params *params,
+                                    const struct ggml_rs_model_params *model,
+                                    struct ggml_rs_backend **out,
+                                    struct ggml_rs_memory **out_memory,
+                                    struct ggml_rs_error *err);
+
+/**
+ * Reads the model's weights from its file, in parallel. `progress` may be
+ * NULL. Errors: GGML_RS_ERR_ABORTED when `progress` returned false (the
+ * backend stays valid; its weights are incomplete until a later load
+ * succeeds), _IO, _INVALID_ARGUMENT for a backend made without memory
+ * allocation. A backend without a model loads nothing and succeeds.
+ */
+ggml_rs_status ggml_rs_backend_load(const struct ggml_rs_backend *b,
+                                    ggml_rs_progress_fn progress,
+                                    void *user_data,
+                                    struct ggml_rs_error *err);
+
+/**
+ * Repeating layers of the backend's model (0 without a model or NULL).
+ */
+size_t ggml_rs_backend_block_count(const struct ggml_rs_backend *b);
+
+/**
+ * The weight named `name` (e.g. "blk.3.attn_q.weight"; "output.weight" may
+ * be a tied copy of the token embeddings, and rope frequency tensors exist
+ * per layer as "blk.N.rope_freqs.weight"), or NULL when there is none. The
+ * tensor belongs to the backend and lives as long as it (or any context
+ * made from it).
+ */
+struct ggml_rs_tensor *ggml_rs_backend_get(const struct ggml_rs_backend *b, const char *name);
+
+/**
+ * Number of weight tensors the backend created (0 without a model).
+ */
+size_t ggml_rs_backend_weight_count(const struct ggml_rs_backend *b);
+
+/**
+ * Fills `*out` with the `i`-th weight's placement (creation order).
+ * Errors: NULL arguments, `i` out of range.
+ */
+ggml_rs_status ggml_rs_backend_weight_info(const struct ggml_rs_backend *b,
+                                           size_t i,
+                                           struct ggml_rs_weight_info *out,
+                                           struct ggml_rs_error *err);
+
+/**
+ * The model's key/value metadata as one JSON object:
+ * `{"key": {"type": "u32", "value": 3}, "k2": {"type": "arr[str]", "value": [...]}, ...}`
+ * in file order; types are the GGUF names (u8 … f64, bool, str, and
+ * arr[T]); non-finite floats are the strings "nan", "inf", "-inf".
+ * Copies at most `len - 1` bytes plus a NUL into `dst` and returns the full
+ * length (without NUL): call once with `len == 0` to size the buffer.
+ * Returns 0 for a NULL backend; "{}" without a model.
+ */
+size_t ggml_rs_backend_kv_json(const struct ggml_rs_backend *b, char *dst, size_t len);
+
+/**
+ * A snapshot of the backend's memory report: weights and cache per layer
+ * and compute graph per device, as ggml allocates (or would allocate)
+ * them. Cache counts data tensors of layer contexts; graph is the largest
+ * compute buffer measured by ggml_rs_ctx_reserve. Returns a new handle
+ * (free with ggml_rs_memory_free), or NULL for a NULL backend.
+ */
+struct ggml_rs_memory *ggml_rs_backend_memory(const struct ggml_rs_backend *b);
+
+/**
+ * Releases a memory report. NULL is ignored.
+ */
+void ggml_rs_memory_free(struct ggml_rs_memory *m);
+
+/**
+ * Devices in the report: the CPU first, then every GPU in registry order.
+ */
+size_t ggml_rs_memory_device_count(const struct ggml_rs_memory *m);
+
+/**
+ * ggml registry index of the report's `i`-th device, or -1.
+ */
+int64_t ggml_rs_memory_device(const struct ggml_rs_memory *m, size_t i);
+
+/**
+ * Entries per layer vector: block_count + 1 (the output layer last).
+ */
+size_t ggml_rs_memory_layers(const struct ggml_rs_memory *m);
+
+/**
+ * Bytes of input weights (token embeddings …), always in CPU memory.
+ */
+uint64_t ggml_rs_memory_input_weights(const struct ggml_rs_memory *m);
+
+/**
+ * Bytes of layer `layer`'s weights on the report's `i`-th device (0 when
+ * out of range).
+ */
+uint64_t ggml_rs_memory_weights(const struct ggml_rs_memory *m, size_t i, size_t layer);
+
+/**
+ * Bytes of layer `layer`'s cache tensors on the report's `i`-th device.
+ */
+uint64_t ggml_rs_memory_cache(const struct ggml_rs_memory *m, size_t i, size_t layer);
+
+/**
+ * Bytes of the compute graph buffer on the report's `i`-th device.
+ */
+uint64_t ggml_rs_memory_graph(const struct ggml_rs_memory *m, size_t i);
 
 /**
  * `a + b`, `b` broadcast to `a`'s shape (each dim of `a` a multiple of

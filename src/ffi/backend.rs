@@ -14,7 +14,8 @@ pub struct ggml_rs_backend {
 pub struct ggml_rs_backend_params {
     /// CPU threads; 0 = ggml_rs_default_threads().
     pub n_threads: u32,
-    /// Node capacity of a context created with size 0; 0 = 8192.
+    /// Node capacity of a context created with size 0; 0 = max(8192, 32 x
+    /// the model's tensors).
     pub max_graph_nodes: u32,
     /// -1 auto, 0 disabled, 1 enabled (ScaledDotProductAttention's path).
     pub flash_attention: i32,
@@ -44,21 +45,26 @@ pub extern "C" fn ggml_rs_backend_new(
         if out.is_null() {
             return Err(Error::invalid("backend_new: out is NULL"));
         }
-        let p = unsafe { params.as_ref() }.copied().unwrap_or_else(|| ggml_rs_backend_params_default());
-        let flash_attention = match p.flash_attention {
-            -1 => FlashAttention::Auto,
-            0 => FlashAttention::Disabled,
-            1 => FlashAttention::Enabled,
-            v => return Err(Error::invalid(format!("backend_new: flash_attention must be -1, 0 or 1, got {v}"))),
-        };
-        let backend = Backend::new(&BackendParams {
-            n_threads: p.n_threads as usize,
-            max_graph_nodes: p.max_graph_nodes as usize,
-            flash_attention,
-            alloc_memory: p.alloc_memory,
-        })?;
+        let backend = Backend::new(&convert_params(unsafe { params.as_ref() })?)?;
         unsafe { *out = Box::into_raw(Box::new(ggml_rs_backend { backend })) };
         Ok(())
+    })
+}
+
+/// The safe layer's parameters from the C struct (NULL: defaults).
+pub(crate) fn convert_params(p: Option<&ggml_rs_backend_params>) -> crate::ml::Result<BackendParams> {
+    let p = p.copied().unwrap_or_else(|| ggml_rs_backend_params_default());
+    let flash_attention = match p.flash_attention {
+        -1 => FlashAttention::Auto,
+        0 => FlashAttention::Disabled,
+        1 => FlashAttention::Enabled,
+        v => return Err(Error::invalid(format!("backend: flash_attention must be -1, 0 or 1, got {v}"))),
+    };
+    Ok(BackendParams {
+        n_threads: p.n_threads as usize,
+        max_graph_nodes: p.max_graph_nodes as usize,
+        flash_attention,
+        alloc_memory: p.alloc_memory,
     })
 }
 

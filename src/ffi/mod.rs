@@ -21,6 +21,7 @@ pub mod backend;
 pub mod context;
 pub mod device;
 pub mod log;
+pub mod model;
 pub mod ops_arith;
 pub mod ops_attention;
 pub mod ops_conv;

@@ -1,13 +1,18 @@
-//! `Backend`: the devices a model runs on and the scheduler that splits
-//! graphs across them. Contexts keep their backend alive (they hold an
-//! `Arc`), so freeing the backend handle before its contexts is safe.
+//! `Backend`: the devices a model runs on, its weights, and the scheduler
+//! that splits graphs across the devices. Contexts keep their backend alive
+//! (they hold an `Arc`), so freeing the backend handle before its contexts
+//! is safe.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
 
 use super::device::{self, DeviceInfo, DeviceType};
-use super::{threads, Error, Result};
+use super::gguf::{Gguf, Value};
+use super::model::memory::Memory;
+use super::model::weights::{self, BuftChooser, Layout, Targets, Weights};
+use super::{threads, Error, ErrorKind, Result, Tensor};
 use crate::sys;
 
 /// Flash attention choice, as Ollama's `ml.FlashAttentionType`.
@@ -22,10 +27,12 @@ pub enum FlashAttention {
 pub struct BackendParams {
     /// CPU threads; 0 picks [`threads::default_threads`].
     pub n_threads: usize,
-    /// Graph node capacity of a default context; 0 picks the default (8192).
+    /// Graph node capacity of a default context; 0 picks the default:
+    /// max(8192, 32 × tensors in the model).
     pub max_graph_nodes: usize,
     pub flash_attention: FlashAttention,
-    /// False: size things without allocating (model "fit" checks).
+    /// False: size things without allocating (model "fit" checks); such a
+    /// backend can neither load weights nor compute.
     pub alloc_memory: bool,
 }
 
@@ -42,6 +49,14 @@ pub(crate) struct DeviceBackend {
     pub buft: sys::ggml_backend_buffer_type_t,
 }
 
+/// A model's file and weights.
+pub(crate) struct Model {
+    pub gguf: Gguf,
+    pub path: String,
+    pub blocks: usize,
+    pub weights: Weights,
+}
+
 pub(crate) struct BackendInner {
     /// Scheduler order: GPUs, accelerators, then the CPU (ggml wants it last).
     pub devices: Vec<DeviceBackend>,
@@ -53,10 +68,14 @@ pub(crate) struct BackendInner {
     pub alloc_memory: bool,
     /// Serialises compute and reserve: one graph at a time per backend.
     pub compute_lock: Mutex<()>,
+    pub model: Option<Model>,
+    /// Registry device per layer `0..=blocks` (None: CPU).
+    pub layer_devices: Vec<Option<usize>>,
+    pub memory: Mutex<Memory>,
 }
 
 // The raw handles are only used under `compute_lock` (scheduler) or are
-// immutable after creation (device backends, buffer types).
+// immutable after creation (device backends, buffer types, weights).
 unsafe impl Send for BackendInner {}
 unsafe impl Sync for BackendInner {}
 
@@ -66,6 +85,8 @@ impl Drop for BackendInner {
             if !self.sched.is_null() {
                 sys::ggml_backend_sched_free(self.sched);
             }
+            // Weights (their buffers) before the device backends.
+            self.model = None;
             for d in &self.devices {
                 sys::ggml_backend_free(d.backend);
             }
@@ -78,47 +99,123 @@ pub struct Backend {
     pub(crate) inner: Arc<BackendInner>,
 }
 
-impl Backend {
-    pub fn new(params: &BackendParams) -> Result<Backend> {
-        super::log::init();
-        let mut gpus = Vec::new();
-        let mut accels = Vec::new();
-        let mut cpu = None;
-        for i in 0..device::count() {
-            let d = device::dev(i);
-            let info = device::info_of(i, d);
-            match info.device_type {
-                DeviceType::Cpu if cpu.is_none() => cpu = Some((info, d)),
-                DeviceType::Gpu | DeviceType::IntegratedGpu => gpus.push((info, d)),
-                DeviceType::Accelerator => accels.push((info, d)),
-                _ => {}
-            }
+fn init_device(info: DeviceInfo, d: sys::ggml_backend_dev_t) -> Result<DeviceBackend> {
+    let backend = unsafe { sys::ggml_backend_dev_init(d, std::ptr::null()) };
+    if backend.is_null() {
+        return Err(Error::unsupported(format!("backend: failed to initialise device {}", info.name)));
+    }
+    let buft = unsafe { sys::ggml_backend_get_default_buffer_type(backend) };
+    Ok(DeviceBackend { info, backend, buft })
+}
+
+/// Frees device backends if creation fails half-way.
+struct Pending(Vec<DeviceBackend>);
+impl Drop for Pending {
+    fn drop(&mut self) {
+        for d in self.0.drain(..) {
+            unsafe { sys::ggml_backend_free(d.backend) };
         }
-        let cpu = cpu.ok_or_else(|| Error::unsupported("backend: ggml reports no CPU device"))?;
+    }
+}
+
+impl Backend {
+    /// A backend without a model: every device, one scheduler.
+    pub fn new(params: &BackendParams) -> Result<Backend> {
+        Self::open(None, params, &Layout::default())
+    }
+
+    /// A backend for the GGUF model at `path` (or none), its weights placed
+    /// by `layout`. With `params.alloc_memory` the weights are allocated
+    /// (call [`Backend::load`] to read them); without, only sized.
+    pub fn open(path: Option<&str>, params: &BackendParams, layout: &Layout) -> Result<Backend> {
+        super::log::init();
         let n_threads = if params.n_threads == 0 { threads::default_threads() } else { params.n_threads };
         if n_threads > 4096 {
             return Err(Error::invalid(format!("backend: {n_threads} threads is not a sensible thread count")));
         }
+        if params.max_graph_nodes != 0 && !(16..=(1 << 24)).contains(&params.max_graph_nodes) {
+            return Err(Error::invalid(format!(
+                "backend: max_graph_nodes {} out of range 16..2^24",
+                params.max_graph_nodes
+            )));
+        }
 
-        let mut devices = Vec::new();
-        let mut init = |(info, d): (DeviceInfo, sys::ggml_backend_dev_t)| -> Result<()> {
-            let backend = unsafe { sys::ggml_backend_dev_init(d, std::ptr::null()) };
-            if backend.is_null() {
-                return Err(Error::unsupported(format!("backend: failed to initialise device {}", info.name)));
-            }
-            let buft = unsafe { sys::ggml_backend_get_default_buffer_type(backend) };
-            devices.push(DeviceBackend { info, backend, buft });
-            Ok(())
-        };
-        let mut result = Ok(());
-        for g in gpus.into_iter().chain(accels).chain(std::iter::once(cpu)) {
-            if let Err(e) = init(g) {
-                result = Err(e);
-                break;
+        // Devices by kind, in registry order.
+        let mut gpus = Vec::new();
+        let mut accels = Vec::new();
+        let mut cpu = None;
+        let mut raw = HashMap::new();
+        for i in 0..device::count() {
+            let d = device::dev(i);
+            let info = device::info_of(i, d);
+            raw.insert(i, d);
+            match info.device_type {
+                DeviceType::Cpu if cpu.is_none() => cpu = Some(info),
+                DeviceType::Gpu | DeviceType::IntegratedGpu => gpus.push(info),
+                DeviceType::Accelerator => accels.push(info),
+                _ => {}
             }
         }
-        let cpu_index = devices.len().saturating_sub(1);
-        let max_graph_nodes = if params.max_graph_nodes == 0 { 8192 } else { params.max_graph_nodes };
+        let cpu = cpu.ok_or_else(|| Error::unsupported("backend: ggml reports no CPU device"))?;
+        let cpu_dev = raw[&cpu.index];
+
+        let gguf = match path {
+            Some(p) => Some(Gguf::open(p)?),
+            None => None,
+        };
+        let blocks = match &gguf {
+            Some(g) => block_count(g)?,
+            None => 0,
+        };
+        let layers = blocks + 1;
+        for (l, d) in layout.layer_devices.iter().enumerate() {
+            if let Some(d) = d {
+                if l >= layers && gguf.is_some() {
+                    return Err(Error::invalid(format!("layer placement: layer {l} does not exist (model has {blocks} layers + output)")));
+                }
+                if !gpus.iter().any(|g| g.index == *d) {
+                    return Err(Error::invalid(format!("layer placement: device {d} is not a GPU of this process")));
+                }
+            }
+        }
+
+        // Initialise the GPUs that will be used: without a model, all; with
+        // one, those that receive layers (idle GPUs are never touched).
+        let used_gpu = |g: &DeviceInfo| gguf.is_none() || layout.layer_devices.iter().take(layers).any(|d| *d == Some(g.index));
+        let mut pending = Pending(Vec::new());
+        for g in gpus.iter().filter(|g| used_gpu(g)) {
+            pending.0.push(init_device(g.clone(), raw[&g.index])?);
+        }
+        for a in &accels {
+            pending.0.push(init_device(a.clone(), raw[&a.index])?);
+        }
+        pending.0.push(init_device(cpu.clone(), cpu_dev)?);
+        let cpu_index = pending.0.len() - 1;
+        unsafe { sys::ggml_backend_cpu_set_n_threads(pending.0[cpu_index].backend, n_threads as i32) };
+
+        // Memory report: the CPU, then every GPU in registry order.
+        let mut report: Vec<(usize, String)> = vec![(cpu.index, cpu.name.clone())];
+        report.extend(gpus.iter().map(|g| (g.index, g.name.clone())));
+        let mut memory = Memory::new(&report, layers);
+
+        let mut model = None;
+        if let Some(g) = gguf {
+            let chooser = BuftChooser::new(cpu_dev, pending.0[cpu_index].buft, !layout.no_extra_bufts);
+            let bufts: HashMap<usize, sys::ggml_backend_buffer_type_t> =
+                pending.0.iter().map(|d| (d.info.index, d.buft)).collect();
+            let device_buft = |i: usize| bufts.get(&i).copied();
+            let targets = Targets { layout, cpu_device: cpu.index, device_buft: &device_buft, chooser: &chooser };
+            let mut w = weights::create(&g, blocks, &targets, &mut memory)?;
+            if params.alloc_memory {
+                weights::allocate(&mut w, &memory)?;
+            }
+            let path = path.unwrap_or_default().to_string();
+            model = Some(Model { gguf: g, path, blocks, weights: w });
+        }
+
+        let n_tensors = model.as_ref().map(|m| m.weights.by_name.len()).unwrap_or(0);
+        let max_graph_nodes = if params.max_graph_nodes == 0 { 8192.max(32 * n_tensors) } else { params.max_graph_nodes };
+        let devices = std::mem::take(&mut pending.0);
         let mut inner = BackendInner {
             devices,
             sched: std::ptr::null_mut(),
@@ -128,13 +225,11 @@ impl Backend {
             flash_attention: params.flash_attention,
             alloc_memory: params.alloc_memory,
             compute_lock: Mutex::new(()),
+            model,
+            layer_devices: (0..layers).map(|l| layout.layer_devices.get(l).copied().flatten()).collect(),
+            memory: Mutex::new(memory),
         };
-        result?; // `inner` frees what was initialised
-        if !(16..=(1 << 24)).contains(&max_graph_nodes) {
-            return Err(Error::invalid(format!("backend: max_graph_nodes {max_graph_nodes} out of range 16..2^24")));
-        }
         unsafe {
-            sys::ggml_backend_cpu_set_n_threads(inner.devices[cpu_index].backend, n_threads as i32);
             let mut backends: Vec<_> = inner.devices.iter().map(|d| d.backend).collect();
             let mut bufts: Vec<_> = inner.devices.iter().map(|d| d.buft).collect();
             inner.sched = sys::ggml_backend_sched_new(
@@ -152,6 +247,22 @@ impl Backend {
         Ok(Backend { inner: Arc::new(inner) })
     }
 
+    /// Reads the weights from the file (parallel, `n_threads` readers).
+    /// `progress` gets fractions from 0 to 1 on the calling thread and
+    /// returns false to cancel (the load then fails with ErrorKind::Aborted;
+    /// the backend stays valid but its weights are incomplete).
+    pub fn load(&self, progress: &mut dyn FnMut(f32) -> bool) -> Result<()> {
+        let inner = &self.inner;
+        if !inner.alloc_memory {
+            return Err(Error::invalid("load: cannot load model without memory allocation"));
+        }
+        let Some(m) = &inner.model else {
+            progress(1.0);
+            return Ok(());
+        };
+        super::model::load::load(&m.path, m.gguf.tensors(), &m.weights.sources, inner.n_threads.clamp(1, 16), progress)
+    }
+
     pub fn devices(&self) -> Vec<DeviceInfo> {
         self.inner.devices.iter().map(|d| d.info.clone()).collect()
     }
@@ -164,7 +275,81 @@ impl Backend {
     pub fn flash_attention(&self) -> FlashAttention {
         self.inner.flash_attention
     }
+    pub fn alloc_memory(&self) -> bool {
+        self.inner.alloc_memory
+    }
+    /// Repeating layers of the model (0 without one).
+    pub fn block_count(&self) -> usize {
+        self.inner.model.as_ref().map(|m| m.blocks).unwrap_or(0)
+    }
+    pub fn gguf(&self) -> Option<&Gguf> {
+        self.inner.model.as_ref().map(|m| &m.gguf)
+    }
+    /// A weight by (target) name, e.g. `blk.3.attn_q.weight`.
+    pub fn get(&self, name: &str) -> Option<Tensor> {
+        self.inner.model.as_ref()?.weights.by_name.get(name).copied()
+    }
+    /// Every weight: (name, buffer type name, registry device, layer).
+    pub fn placements(&self) -> Vec<(String, String, usize, Option<usize>)> {
+        let Some(m) = &self.inner.model else { return Vec::new() };
+        m.weights
+            .placed
+            .iter()
+            .map(|(name, set, layer)| {
+                let s = &m.weights.sets[*set];
+                let buft = unsafe { std::ffi::CStr::from_ptr(sys::ggml_backend_buft_name(s.buft)) }.to_string_lossy().into_owned();
+                (name.clone(), buft, s.device, *layer)
+            })
+            .collect()
+    }
+    /// Bytes allocated for weights per registry device (what ggml really
+    /// allocated; compare with [`Backend::memory`]).
+    pub fn allocated_weights(&self) -> HashMap<usize, u64> {
+        let mut out = HashMap::new();
+        if let Some(m) = &self.inner.model {
+            for s in &m.weights.sets {
+                if !s.buffer.is_null() {
+                    *out.entry(s.device).or_insert(0) += unsafe { sys::ggml_backend_buffer_get_size(s.buffer) } as u64;
+                }
+            }
+        }
+        out
+    }
+    pub fn memory(&self) -> Memory {
+        self.inner.memory.lock().clone()
+    }
+
     pub(crate) fn cpu_buft(&self) -> sys::ggml_backend_buffer_type_t {
         self.inner.devices[self.inner.cpu_index].buft
+    }
+
+    /// Buffer type and registry device for data tensors of layer `i`.
+    pub(crate) fn layer_buft(&self, i: usize) -> (sys::ggml_backend_buffer_type_t, usize) {
+        let inner = &self.inner;
+        if let Some(Some(dev)) = inner.layer_devices.get(i) {
+            if let Some(d) = inner.devices.iter().find(|d| d.info.index == *dev) {
+                return (d.buft, d.info.index);
+            }
+        }
+        (self.cpu_buft(), inner.devices[inner.cpu_index].info.index)
+    }
+}
+
+/// `<arch>.block_count`, 0 when absent; an error when absurd.
+fn block_count(g: &Gguf) -> Result<usize> {
+    let Some(arch) = g.arch() else { return Ok(0) };
+    match g.get(&format!("{arch}.block_count")) {
+        None => Ok(0),
+        Some(v) => match v {
+            Value::U8(_) | Value::U16(_) | Value::U32(_) | Value::U64(_) | Value::I8(_) | Value::I16(_) | Value::I32(_) | Value::I64(_) => {
+                let n = v.as_i64().unwrap_or(-1);
+                if (0..=65536).contains(&n) {
+                    Ok(n as usize)
+                } else {
+                    Err(Error::new(ErrorKind::Format, format!("{arch}.block_count {n} is not a plausible layer count")))
+                }
+            }
+            other => Err(Error::new(ErrorKind::Format, format!("{arch}.block_count has type {}, not an integer", other.type_name()))),
+        },
     }
 }

@@ -214,16 +214,26 @@ impl Context {
     // ---- data tensors ---------------------------------------------------
 
     fn buffer_type(&self, op: &str) -> Result<sys::ggml_backend_buffer_type_t> {
+        Ok(self.target(op)?.0)
+    }
+
+    /// The buffer type for a new data tensor, and where to account it:
+    /// `Layer(i)` tensors count as cache of layer `i` on its device.
+    fn target(&self, op: &str) -> Result<(sys::ggml_backend_buffer_type_t, Option<(usize, usize)>)> {
+        let backend = &self.shared.backend;
         match self.placement {
             Placement::None => Err(Error::invalid(format!(
                 "{op}: set Input or Layer before creating tensors"
             ))),
-            // Without a model every layer lives on the CPU (issue 3 places
-            // layers on devices).
-            Placement::Input | Placement::Layer(_) => Ok(self.shared.backend.cpu_buft()),
+            Placement::Input => Ok((backend.cpu_buft(), None)),
+            Placement::Layer(i) => {
+                let (buft, device) = backend.layer_buft(i);
+                let layers = backend.block_count();
+                Ok((buft, (i < layers).then_some((device, i))))
+            }
             Placement::Device(i) => {
-                let devices = &self.shared.backend.inner.devices;
-                devices.get(i).map(|d| d.buft).ok_or_else(|| {
+                let devices = &backend.inner.devices;
+                devices.get(i).map(|d| (d.buft, None)).ok_or_else(|| {
                     Error::invalid(format!("{op}: device {i} out of range (backend has {})", devices.len()))
                 })
             }
@@ -250,12 +260,20 @@ impl Context {
         }
         let ne = check::shape_arg(OP, shape, false)?;
         check::block_aligned(OP, dtype, ne[0])?;
-        let buft = self.buffer_type(OP)?;
+        let (buft, account) = self.target(OP)?;
         let ctx = self.room(OP, 1)?;
         let t = self.made(OP, unsafe { sys::ggml_new_tensor(ctx, dtype, shape.len() as i32, ne.as_ptr()) })?;
         let size = unsafe { sys::ggml_backend_buft_get_alloc_size(buft, t.as_ptr()) };
         let align = unsafe { sys::ggml_backend_buft_get_alignment(buft) }.max(1);
         let size = size.div_ceil(align) * align;
+        // Accounted before allocating, so a failure report includes it.
+        if let Some((device, layer)) = account {
+            self.shared.backend.inner.memory.lock().add_cache(device, layer, size as u64);
+        }
+        if !self.shared.backend.alloc_memory() {
+            // Sizing only: the tensor has no memory (and cannot be computed).
+            return Ok(t);
+        }
         let max = unsafe { sys::ggml_backend_buft_get_max_size(buft) };
         if size > max {
             return Err(Error::oom(format!(
@@ -308,7 +326,7 @@ impl Context {
             }
         }
         let t = self.empty(dtype, shape)?;
-        if !data.is_empty() {
+        if !data.is_empty() && self.shared.backend.alloc_memory() {
             super::data::write(t, data, "from_bytes")?;
         }
         Ok(t)
@@ -574,6 +592,11 @@ impl Context {
                 }
             }
         }
+        let mut memory = inner.memory.lock();
+        for (i, d) in inner.devices.iter().enumerate() {
+            memory.set_graph(d.info.index, sizes[i] as u64);
+        }
+        drop(memory);
         Ok(sizes.into_iter().map(|s| s as u64).collect())
     }
 }

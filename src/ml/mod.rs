@@ -12,6 +12,7 @@ pub mod device;
 pub mod error;
 pub mod gguf;
 pub mod log;
+pub mod model;
 pub mod ops;
 pub mod tensor;
 pub mod threads;

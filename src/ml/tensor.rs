@@ -17,6 +17,9 @@ pub struct Tensor(NonNull<sys::ggml_tensor>);
 // handle between threads is fine (Go moves goroutines between OS threads).
 // Using one context from two threads at once is not, and is documented.
 unsafe impl Send for Tensor {}
+// Shared references only read metadata (the model loader hands the weight
+// list to its reader threads).
+unsafe impl Sync for Tensor {}
 
 impl Tensor {
     /// # Safety

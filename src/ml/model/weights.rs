@@ -1,0 +1,230 @@
+//! Creating a model's weight tensors on their devices: one ggml context and
+//! (when memory is allocated) one backend buffer per buffer type, each tensor
+//! accounted to its device and layer at the size ggml will allocate for it.
+
+use std::collections::HashMap;
+use std::ffi::CString;
+
+use super::memory::Memory;
+use super::placement::{self, Slot};
+use crate::ml::gguf::{Gguf, TensorInfo};
+use crate::ml::{Error, ErrorKind, Result, Tensor};
+use crate::sys;
+
+/// One buffer type's weights.
+pub(crate) struct WeightSet {
+    pub buft: sys::ggml_backend_buffer_type_t,
+    /// Registry index of the device that owns the buffer type.
+    pub device: usize,
+    pub ctx: *mut sys::ggml_context,
+    pub buffer: sys::ggml_backend_buffer_t,
+}
+
+/// All weights of a model, owned by the backend.
+pub(crate) struct Weights {
+    pub sets: Vec<WeightSet>,
+    /// Target name → tensor.
+    pub by_name: HashMap<String, Tensor>,
+    /// For each file tensor (same order as `Gguf::tensors`), the tensors to
+    /// fill with its data.
+    pub sources: Vec<Vec<Tensor>>,
+    /// Where each target went, in creation order: (name, set index, layer).
+    pub placed: Vec<(String, usize, Option<usize>)>,
+}
+
+unsafe impl Send for Weights {}
+unsafe impl Sync for Weights {}
+
+impl Drop for Weights {
+    fn drop(&mut self) {
+        for s in &self.sets {
+            unsafe {
+                if !s.buffer.is_null() {
+                    sys::ggml_backend_buffer_free(s.buffer);
+                }
+                sys::ggml_free(s.ctx);
+            }
+        }
+    }
+}
+
+/// How the model is spread over devices.
+#[derive(Debug, Clone, Default)]
+pub struct Layout {
+    /// Registry device index per layer `0..=blocks` (the last entry is the
+    /// output layer); `None` (or a missing entry) keeps the layer on the CPU.
+    pub layer_devices: Vec<Option<usize>>,
+    /// Layers whose mixture-of-experts expert tensors (`ffn_*_exps`) stay in
+    /// CPU memory while the rest of the layer goes to its device.
+    pub cpu_expert_layers: Vec<usize>,
+    /// Do not use the CPU's extra (repacking) buffer types.
+    pub no_extra_bufts: bool,
+}
+
+/// Picks buffer types: the device default, or for CPU-resident matmul
+/// weights the first extra buffer type the CPU supports for that weight.
+pub(crate) struct BuftChooser {
+    pub cpu_dev: sys::ggml_backend_dev_t,
+    pub cpu_buft: sys::ggml_backend_buffer_type_t,
+    pub extra: Vec<sys::ggml_backend_buffer_type_t>,
+    probe: *mut sys::ggml_context,
+}
+
+impl Drop for BuftChooser {
+    fn drop(&mut self) {
+        unsafe { sys::ggml_free(self.probe) };
+    }
+}
+
+impl BuftChooser {
+    pub fn new(cpu_dev: sys::ggml_backend_dev_t, cpu_buft: sys::ggml_backend_buffer_type_t, use_extra: bool) -> BuftChooser {
+        let mut extra = Vec::new();
+        if use_extra {
+            unsafe {
+                let reg = sys::ggml_backend_dev_backend_reg(cpu_dev);
+                let name = CString::new("ggml_backend_dev_get_extra_bufts").unwrap();
+                let f = sys::ggml_backend_reg_get_proc_address(reg, name.as_ptr());
+                if !f.is_null() {
+                    let f: unsafe extern "C" fn(sys::ggml_backend_dev_t) -> *mut sys::ggml_backend_buffer_type_t = std::mem::transmute(f);
+                    let mut p = f(cpu_dev);
+                    while !p.is_null() && !(*p).is_null() {
+                        extra.push(*p);
+                        p = p.add(1);
+                    }
+                }
+            }
+        }
+        let params = sys::ggml_init_params { mem_size: 8 * unsafe { sys::ggml_tensor_overhead() }, mem_buffer: std::ptr::null_mut(), no_alloc: true };
+        let probe = unsafe { sys::ggml_init(params) };
+        BuftChooser { cpu_dev, cpu_buft, extra, probe }
+    }
+
+    /// The buffer type for a CPU-resident weight. Only plain 2-D matrices
+    /// used by matmuls are candidates for repacking (embeddings are read with
+    /// get_rows, which repacked layouts do not support).
+    pub fn cpu_buft_for(&self, info: &TensorInfo, candidate: bool) -> sys::ggml_backend_buffer_type_t {
+        if !candidate || self.extra.is_empty() || self.probe.is_null() || info.n_dims != 2 {
+            return self.cpu_buft;
+        }
+        unsafe {
+            sys::ggml_reset(self.probe);
+            let w = sys::ggml_new_tensor(self.probe, info.dtype, 4, info.ne.as_ptr());
+            let x = sys::ggml_new_tensor_2d(self.probe, sys::GGML_TYPE_F32, info.ne[0], 32);
+            let op = sys::ggml_mul_mat(self.probe, w, x);
+            for &buft in &self.extra {
+                // The extra types decide from the weight's buffer type, so
+                // give the probe weight an empty buffer of that type.
+                let buf = sys::ggml_backend_buft_alloc_buffer(buft, 0);
+                if buf.is_null() {
+                    continue;
+                }
+                (*w).buffer = buf;
+                let ok = sys::ggml_backend_dev_supports_op(self.cpu_dev, op) && sys::ggml_backend_buft_get_alloc_size(buft, w) > 0;
+                (*w).buffer = std::ptr::null_mut();
+                sys::ggml_backend_buffer_free(buf);
+                if ok {
+                    return buft;
+                }
+            }
+        }
+        self.cpu_buft
+    }
+}
+
+/// Where weights go, per layer slot: (registry device, default buft).
+pub(crate) struct Targets<'a> {
+    pub layout: &'a Layout,
+    pub cpu_device: usize,
+    /// Registry index → default buffer type of that device's backend.
+    pub device_buft: &'a dyn Fn(usize) -> Option<sys::ggml_backend_buffer_type_t>,
+    pub chooser: &'a BuftChooser,
+}
+
+fn format_err(msg: String) -> Error {
+    Error::new(ErrorKind::Format, msg)
+}
+
+/// Creates every weight tensor (no data yet) and accounts its size.
+pub(crate) fn create(gguf: &Gguf, blocks: usize, t: &Targets, memory: &mut Memory) -> Result<Weights> {
+    let has_output = placement::has_output_group(gguf.tensors().iter().map(|i| i.name.as_str()));
+    let infos = gguf.tensors();
+    let mut weights = Weights { sets: Vec::new(), by_name: HashMap::new(), sources: Vec::new(), placed: Vec::new() };
+    let n_targets_max = infos.len() * (blocks.max(1) + 1) + 1;
+    let mut set_of: HashMap<usize, usize> = HashMap::new();
+    for info in infos {
+        let mut made = Vec::new();
+        for target in placement::targets(&info.name, blocks, has_output)? {
+            if let Some(&existing) = weights.by_name.get(&target.name) {
+                // Two file tensors mapping to one name (e.g. a file that has
+                // both output.weight and a tied copy): keep the first.
+                made.push(existing);
+                continue;
+            }
+            let (device, layer, candidate) = match target.slot {
+                Slot::Input => (t.cpu_device, None, false),
+                Slot::Layer(l) => {
+                    let dev = t.layout.layer_devices.get(l).copied().flatten();
+                    let expert_on_cpu = placement::is_expert_tensor(&target.name) && t.layout.cpu_expert_layers.contains(&l);
+                    match dev {
+                        Some(d) if !expert_on_cpu => (d, Some(l), false),
+                        _ => (t.cpu_device, Some(l), true),
+                    }
+                }
+            };
+            let buft = if device == t.cpu_device {
+                t.chooser.cpu_buft_for(info, candidate)
+            } else {
+                (t.device_buft)(device).ok_or_else(|| Error::invalid(format!("layer placement: device {device} is not usable")))?
+            };
+            let set_index = match set_of.get(&(buft as usize)) {
+                Some(&i) => i,
+                None => {
+                    let mem = n_targets_max * unsafe { sys::ggml_tensor_overhead() };
+                    let params = sys::ggml_init_params { mem_size: mem, mem_buffer: std::ptr::null_mut(), no_alloc: true };
+                    let ctx = unsafe { sys::ggml_init(params) };
+                    if ctx.is_null() {
+                        return Err(Error::oom("load: cannot allocate weight tensor headers"));
+                    }
+                    weights.sets.push(WeightSet { buft, device, ctx, buffer: std::ptr::null_mut() });
+                    set_of.insert(buft as usize, weights.sets.len() - 1);
+                    weights.sets.len() - 1
+                }
+            };
+            let set = &weights.sets[set_index];
+            let p = unsafe { sys::ggml_new_tensor(set.ctx, info.dtype, 4, info.ne.as_ptr()) };
+            let tensor = unsafe { Tensor::from_raw(p) }.ok_or_else(|| format_err(format!("tensor {}: cannot create", target.name)))?;
+            let cname = CString::new(target.name.clone()).map_err(|_| format_err(format!("tensor {:?}: name contains NUL", target.name)))?;
+            if target.name.len() >= 64 {
+                return Err(format_err(format!("tensor {}: name longer than ggml's 63 bytes", target.name)));
+            }
+            unsafe { sys::ggml_set_name(p, cname.as_ptr()) };
+            let size = unsafe { sys::ggml_backend_buft_get_alloc_size(buft, p) };
+            let align = unsafe { sys::ggml_backend_buft_get_alignment(buft) }.max(1);
+            memory.add_weights(device, layer, (size.div_ceil(align) * align) as u64);
+            weights.by_name.insert(target.name.clone(), tensor);
+            weights.placed.push((target.name.clone(), set_index, layer));
+            made.push(tensor);
+        }
+        weights.sources.push(made);
+    }
+    Ok(weights)
+}
+
+/// Allocates one buffer per buffer type (marked as holding weights, which
+/// tells the scheduler it may offload ops that read them).
+pub(crate) fn allocate(weights: &mut Weights, memory: &Memory) -> Result<()> {
+    for i in 0..weights.sets.len() {
+        let set = &weights.sets[i];
+        if unsafe { sys::ggml_get_first_tensor(set.ctx) }.is_null() {
+            continue;
+        }
+        let buf = unsafe { sys::ggml_backend_alloc_ctx_tensors_from_buft(set.ctx, set.buft) };
+        if buf.is_null() {
+            let name = unsafe { std::ffi::CStr::from_ptr(sys::ggml_backend_buft_name(set.buft)) }.to_string_lossy();
+            return Err(Error::oom(format!("load: failed to allocate the weights in {name}; required memory: {memory}")));
+        }
+        unsafe { sys::ggml_backend_buffer_set_usage(buf, sys::GGML_BACKEND_BUFFER_USAGE_WEIGHTS) };
+        weights.sets[i].buffer = buf;
+    }
+    Ok(())
+}

@@ -1,0 +1,229 @@
+//! Model backends: GGUF weights placed, sized, allocated and loaded.
+mod common;
+use common::*;
+use ggml_rs::ml::gguf::Value;
+use ggml_rs::ml::gguf::write::Writer;
+use ggml_rs::ml::model::Layout;
+use ggml_rs::ml::{data, Backend, BackendParams, Context, ErrorKind};
+use ggml_rs::sys;
+
+const Q4_0: u32 = sys::GGML_TYPE_Q4_0;
+
+/// A small llama-like model: 3 layers, tied embeddings, rope_freqs.
+fn model_file(dir: &std::path::Path) -> (String, Writer) {
+    let mut w = Writer::new()
+        .kv("general.architecture", Value::Str("test".into()))
+        .kv("test.block_count", Value::U32(3))
+        .tensor("token_embd.weight", F32, &[64, 16])
+        .tensor("output_norm.weight", F32, &[64])
+        .tensor("rope_freqs.weight", F32, &[8]);
+    for i in 0..3 {
+        w = w
+            .tensor(format!("blk.{i}.attn_norm.weight"), F32, &[64])
+            .tensor(format!("blk.{i}.attn_q.weight"), F16, &[64, 64])
+            .tensor(format!("blk.{i}.ffn_up.weight"), Q4_0, &[64, 128]);
+    }
+    let path = dir.join("model.gguf");
+    w.write_to(&path).unwrap();
+    (path.to_string_lossy().into_owned(), w)
+}
+
+fn tmpdir(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("ggml-rs-model-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn params(alloc: bool) -> BackendParams {
+    BackendParams { n_threads: 2, alloc_memory: alloc, ..Default::default() }
+}
+
+#[test]
+fn loads_every_weight_with_monotonic_progress() {
+    let dir = tmpdir("load");
+    let (path, w) = model_file(&dir);
+    let b = Backend::open(Some(&path), &params(true), &Layout::default()).unwrap();
+    assert_eq!(b.block_count(), 3);
+    let mut seen = Vec::new();
+    b.load(&mut |f| {
+        seen.push(f);
+        true
+    })
+    .unwrap();
+    assert_eq!(*seen.first().unwrap(), 0.0);
+    assert_eq!(*seen.last().unwrap(), 1.0);
+    assert!(seen.windows(2).all(|p| p[0] <= p[1]), "{seen:?}");
+    // Every weight holds its file bytes (F32/F16 exactly; repacked weights
+    // are checked through a matmul below).
+    let written = w.write();
+    let g = b.gguf().unwrap();
+    for (i, info) in g.tensors().iter().enumerate() {
+        if info.dtype == Q4_0 {
+            continue;
+        }
+        // rope_freqs exists only as per-layer copies.
+        let names: Vec<String> = if info.name == "rope_freqs.weight" {
+            (0..3).map(|l| format!("blk.{l}.rope_freqs.weight")).collect()
+        } else {
+            vec![info.name.clone()]
+        };
+        let start = written.data_offset + written.tensor_offsets[i] as usize;
+        for name in names {
+            let got = data::read(b.get(&name).unwrap(), "test").unwrap();
+            assert_eq!(got, &written.bytes[start..start + info.size as usize], "{name}");
+        }
+    }
+    // Tied embeddings: output.weight is a copy of token_embd.weight.
+    let out = data::read(b.get("output.weight").unwrap(), "test").unwrap();
+    assert_eq!(out, data::read(b.get("token_embd.weight").unwrap(), "test").unwrap());
+    // rope_freqs is copied into every layer.
+    for i in 0..3 {
+        assert!(b.get(&format!("blk.{i}.rope_freqs.weight")).is_some());
+    }
+    std::fs::remove_dir_all(dir).ok();
+}
+
+#[test]
+fn placement_and_memory_follow_the_rules() {
+    let dir = tmpdir("place");
+    let (path, _) = model_file(&dir);
+    let b = Backend::open(Some(&path), &params(true), &Layout::default()).unwrap();
+    let mem = b.memory();
+    let cpu = &mem.devices[0];
+    assert_eq!(cpu.weights.len(), 4);
+    // token_embd (f32 64x16) is an input weight.
+    assert_eq!(mem.input_weights, 64 * 16 * 4);
+    for (name, buft, _dev, layer) in b.placements() {
+        match name.as_str() {
+            "token_embd.weight" => assert_eq!(layer, None),
+            "output.weight" | "output_norm.weight" => assert_eq!(layer, Some(3)),
+            n if n.starts_with("blk.") => {
+                let l: usize = n[4..5].parse().unwrap();
+                assert_eq!(layer, Some(l), "{n}");
+            }
+            n => panic!("unexpected weight {n} in {buft}"),
+        }
+        // Only 2-D matmul weights may use a repacking buffer type.
+        if buft != "CPU" {
+            assert!(name.contains("ffn_up") || name.contains("attn_q") || name == "output.weight", "{name} in {buft}");
+        }
+    }
+    // Accounting equals what ggml allocated, to the byte.
+    let allocated: u64 = b.allocated_weights().values().sum();
+    assert_eq!(allocated, mem.input_weights + cpu.weights.iter().sum::<u64>(), "{mem}");
+    // Layer 1 holds attn_norm (256 B) + attn_q (8 KiB f16) + ffn_up
+    // (64x128 q4_0 = 4608 B) + rope_freqs (32 B), each padded to 32 B.
+    assert!(cpu.weights[1] >= 256 + 8192 + 4608 + 32, "{mem}");
+    std::fs::remove_dir_all(dir).ok();
+}
+
+#[test]
+fn sizing_without_allocation_matches_and_refuses_to_load() {
+    let dir = tmpdir("fit");
+    let (path, _) = model_file(&dir);
+    let real = Backend::open(Some(&path), &params(true), &Layout::default()).unwrap();
+    let fit = Backend::open(Some(&path), &params(false), &Layout::default()).unwrap();
+    assert_eq!(fit.memory(), real.memory());
+    assert!(fit.allocated_weights().is_empty());
+    let e = fit.load(&mut |_| true).unwrap_err();
+    assert!(e.message.contains("cannot load model without memory allocation"), "{}", e.message);
+    // Cache tensors are accounted but not allocated.
+    let root = Context::new(&fit, 64).unwrap();
+    let mut layer = root.layer(2);
+    let k = layer.zeros(F16, &[64, 8]).unwrap();
+    assert!(!k.has_data());
+    assert_eq!(fit.memory().devices[0].cache[2], 64 * 8 * 2);
+    std::fs::remove_dir_all(dir).ok();
+}
+
+#[test]
+fn cancelling_a_load_stops_it() {
+    let dir = tmpdir("cancel");
+    let (path, _) = model_file(&dir);
+    let b = Backend::open(Some(&path), &params(true), &Layout::default()).unwrap();
+    let e = b.load(&mut |f| f < 0.0).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Aborted);
+    // Loading again works.
+    b.load(&mut |_| true).unwrap();
+    std::fs::remove_dir_all(dir).ok();
+}
+
+#[test]
+fn weights_compute_like_their_data() {
+    let dir = tmpdir("compute");
+    let (path, w) = model_file(&dir);
+    let b = Backend::open(Some(&path), &params(true), &Layout::default()).unwrap();
+    b.load(&mut |_| true).unwrap();
+    let (mut root, mut input) = (Context::new(&b, 256).unwrap(), None::<Context>);
+    let mut inp = root.input();
+    let ids = upload_i32(&mut inp, &[2], &[3, 0]);
+    let emb = root.get_rows(b.get("token_embd.weight").unwrap(), ids).unwrap();
+    let got = eval(&mut root, emb);
+    let table = data::read_f32(b.get("token_embd.weight").unwrap(), "test").unwrap();
+    let want: Vec<f32> = table[3 * 64..4 * 64].iter().chain(&table[0..64]).copied().collect();
+    assert_eq!(got, want);
+    // A Q4_0 weight (possibly repacked) multiplies like its dequantized data.
+    let written = w.write();
+    let g = b.gguf().unwrap();
+    let (i, info) = g.tensors().iter().enumerate().find(|(_, t)| t.name == "blk.1.ffn_up.weight").unwrap();
+    let start = written.data_offset + written.tensor_offsets[i] as usize;
+    let raw = &written.bytes[start..start + info.size as usize];
+    let mut deq = vec![0f32; 64 * 128];
+    unsafe {
+        let tr = &*sys::ggml_get_type_traits(Q4_0);
+        (tr.to_float.unwrap())(raw.as_ptr().cast(), deq.as_mut_ptr(), deq.len() as i64);
+    }
+    let mut rng = Rng::new(3);
+    let x: Vec<f32> = rng.vec(64);
+    let xt = upload(&mut inp, F32, &[64, 1], &x);
+    let y = root.mul_mat(b.get("blk.1.ffn_up.weight").unwrap(), xt).unwrap();
+    let got = eval(&mut root, y);
+    // Q4_0 × f32 quantizes x to q8_0 (per 32-block scale max|x|/127), so
+    // each output may be off by up to sum_k |w_rk| · max|x| / 127 (plus
+    // f32 rounding).
+    let xmax = x.iter().fold(0f32, |m, v| m.max(v.abs()));
+    for r in 0..128 {
+        let row = &deq[r * 64..(r + 1) * 64];
+        if row.iter().any(|v| !v.is_finite()) {
+            continue; // random scale bits can encode inf/NaN
+        }
+        let want: f32 = row.iter().zip(&x).map(|(w, x)| w * x).sum();
+        let bound = row.iter().map(|w| w.abs()).sum::<f32>() * xmax / 127.0 * 1.01 + 1e-3 * want.abs();
+        assert!((got[r] - want).abs() <= bound, "row {r}: got {}, want {want}, bound {bound}", got[r]);
+    }
+    input.take();
+    std::fs::remove_dir_all(dir).ok();
+}
+
+#[test]
+fn bad_layouts_and_files_are_errors() {
+    let dir = tmpdir("bad");
+    let (path, _) = model_file(&dir);
+    let layout = Layout { layer_devices: vec![None, Some(999)], ..Default::default() };
+    let e = Backend::open(Some(&path), &params(true), &layout).err().unwrap();
+    assert!(e.message.contains("device 999 is not a GPU"), "{}", e.message);
+    let e = Backend::open(Some("/nonexistent/model.gguf"), &params(true), &Layout::default()).err().unwrap();
+    assert!(matches!(e.kind, ErrorKind::Io | ErrorKind::Format), "{e:?}");
+    // A layer index beyond block_count in a tensor name.
+    let bad = dir.join("bad.gguf");
+    Writer::new()
+        .kv("general.architecture", Value::Str("test".into()))
+        .kv("test.block_count", Value::U32(1))
+        .tensor("blk.5.attn_q.weight", F32, &[4, 4])
+        .write_to(&bad)
+        .unwrap();
+    let e = Backend::open(Some(bad.to_str().unwrap()), &params(true), &Layout::default()).err().unwrap();
+    assert!(e.message.contains("blk.5.attn_q.weight: layer 5 is out of range"), "{}", e.message);
+    std::fs::remove_dir_all(dir).ok();
+}
+
+#[test]
+fn print_placements_for_the_record() {
+    let dir = tmpdir("print");
+    let (path, _) = model_file(&dir);
+    let b = Backend::open(Some(&path), &params(false), &Layout::default()).unwrap();
+    for (name, buft, dev, layer) in b.placements() {
+        println!("{name:28} {buft:12} device {dev} layer {layer:?}");
+    }
+    std::fs::remove_dir_all(dir).ok();
+}
