@@ -55,9 +55,9 @@ func TestEncode(t *testing.T) {
 	}{
 		{"Hello, World!", []int32{5, 7, 6, 8}},
 		{"unaffable", []int32{9, 10, 11}},
-		{"unaffablex", []int32{1}},                 // no piece for the tail: the whole word is unknown
-		{"HÉLLO   wörld", []int32{5, 6}},           // accents stripped, lowercased
-		{"你好world", []int32{12, 13, 6}},            // CJK ideographs are words of their own
+		{"unaffablex", []int32{1}},                  // no piece for the tail: the whole word is unknown
+		{"HÉLLO   wörld", []int32{5, 6}},            // accents stripped, lowercased
+		{"你好world", []int32{12, 13, 6}},             // CJK ideographs are words of their own
 		{"한", []int32{15}},                          // Hangul syllables decompose to jamo
 		{"ab abc abb", []int32{18, 18, 20, 18, 17}}, // greedy longest match
 		{"a.b", []int32{16, 19, 1}},                 // "." splits; "b" alone is no word start
