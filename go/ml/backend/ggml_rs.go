@@ -23,7 +23,6 @@ import "C"
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"iter"
 	"log/slog"
@@ -80,8 +79,8 @@ func closedError(what string) *Error {
 // ---------------------------------------------------------------------------
 // Backend
 
-// Backend is ml.Backend over a ggml_rs_backend: every device ggml knows,
-// one scheduler. Models cannot be loaded yet, so it has no weights.
+// Backend is ml.Backend over a ggml_rs_backend: a model's weights placed
+// on its devices (or no model), and one scheduler.
 type Backend struct {
 	c *C.ggml_rs_backend
 
@@ -101,13 +100,25 @@ type Backend struct {
 	closeMu sync.Mutex
 	closed  atomic.Bool
 
-	memMu  sync.Mutex
-	memory ml.BackendMemory
 	// schedDevices are the registry indices of the scheduler's devices
-	// (ggml_rs_ctx_reserve's order); slots maps each to its entry in
-	// memory: -1 the CPU, i >= 0 memory.GPUs[i].
+	// (ggml_rs_ctx_reserve's order).
 	schedDevices []int
-	slots        []int
+	// devices are every device ggml knows, by registry index, as they
+	// were when the backend was made.
+	devices map[int]Device
+	// lastMemory is the memory report taken by Close.
+	lastMemory ml.BackendMemory
+	// loadMu is held (shared) by Load while ggml-rs reads the weights;
+	// Close takes it exclusively, so it waits for running loads.
+	loadMu sync.RWMutex
+
+	// The model (see model.go); zero without one.
+	config fs.Config
+	blocks int
+	// layerDevices is the registry device per layer (-1 or missing: CPU).
+	layerDevices []int32
+	// weights is the pseudo-family of the weights Get returns.
+	weights *family
 }
 
 var (
@@ -115,15 +126,31 @@ var (
 	_ ml.BackendCacheConfig = (*Backend)(nil)
 )
 
-// New creates a backend. Loading a GGUF model is not implemented yet, so
-// modelPath must be empty: the backend then has devices and a scheduler
-// but no weights (enough to build and compute graphs of data tensors).
-// GPULayers is ignored until models can be loaded.
+// New creates a backend. With an empty modelPath it has devices and a
+// scheduler but no weights (enough to build and compute graphs of data
+// tensors). Otherwise it opens the GGUF model at modelPath and places its
+// weights as Ollama's engine did: token embeddings on the CPU, layer i on
+// the GPU that params.GPULayers gives it (matched by DeviceID as
+// BackendDevices reports it; an unknown device or an unlisted layer stays
+// on the CPU), the output layer (index block_count) likewise. With
+// params.AllocMemory the weights are allocated (read them with Load);
+// without, they are only sized (BackendMemory tells what the model needs).
+//
+// Weights that cannot be allocated make New panic with ml.ErrNoMem, its
+// BackendMemory filled with what every device would need, as Ollama's New
+// did (its runner recovers the panic and reports the memory). An
+// unreadable or invalid file is an error (*Error, StatusIO or
+// StatusFormat), never a crash. NewWithOptions takes ggml-rs's extensions.
 func New(modelPath string, params ml.BackendParams) (ml.Backend, error) {
-	if modelPath != "" {
-		return nil, fmt.Errorf("ggml-rs: cannot load %q: loading GGUF models is not implemented yet (use an empty path for a backend without a model)", modelPath)
+	b, err := create(modelPath, params, modelOptions{})
+	if err != nil {
+		return nil, err
 	}
+	return b, nil
+}
 
+// cParams converts Ollama's parameters to ggml-rs's.
+func cParams(params ml.BackendParams) (C.ggml_rs_backend_params, error) {
 	p := C.ggml_rs_backend_params_default()
 	if params.NumThreads > 0 {
 		p.n_threads = C.uint32_t(params.NumThreads)
@@ -132,14 +159,30 @@ func New(modelPath string, params ml.BackendParams) (ml.Backend, error) {
 	case ml.FlashAttentionEnabled, ml.FlashAttentionDisabled, ml.FlashAttentionAuto:
 		p.flash_attention = C.int32_t(params.FlashAttention)
 	default:
-		return nil, fmt.Errorf("ggml-rs: invalid flash attention setting %d", params.FlashAttention)
+		return p, fmt.Errorf("ggml-rs: invalid flash attention setting %d", params.FlashAttention)
 	}
 	p.alloc_memory = C.bool(params.AllocMemory)
+	return p, nil
+}
 
-	var cerr C.ggml_rs_error
+func create(modelPath string, params ml.BackendParams, opts modelOptions) (*Backend, error) {
+	p, err := cParams(params)
+	if err != nil {
+		return nil, err
+	}
+
+	devices := Devices()
 	var h *C.ggml_rs_backend
-	if C.ggml_rs_backend_new(&p, &h, &cerr) != C.GGML_RS_OK {
-		return nil, errorFrom(&cerr)
+	var layers []int32
+	if modelPath == "" {
+		var cerr C.ggml_rs_error
+		if C.ggml_rs_backend_new(&p, &h, &cerr) != C.GGML_RS_OK {
+			return nil, errorFrom(&cerr)
+		}
+	} else {
+		if h, layers, err = openModel(modelPath, p, params.GPULayers, devices, opts); err != nil {
+			return nil, err
+		}
 	}
 
 	b := &Backend{
@@ -147,42 +190,20 @@ func New(modelPath string, params ml.BackendParams) (ml.Backend, error) {
 		params:        params,
 		maxGraphNodes: int(C.ggml_rs_backend_max_graph_nodes(h)),
 		threads:       int(C.ggml_rs_backend_n_threads(h)),
+		devices:       deviceMap(devices),
 	}
-	b.initMemory()
-	return b, nil
-}
-
-// initMemory lays out BackendMemory as Ollama does for a model without
-// layers: the CPU and every GPU, one (empty) layer slot each.
-func (b *Backend) initMemory() {
-	gpuIndex := map[int]int{}
-	for _, d := range Devices() {
-		switch d.Type {
-		case DeviceCPU:
-			if b.memory.CPU.Name == "" {
-				b.memory.CPU = ml.DeviceMemory{Name: d.Name, Weights: make([]uint64, 1), Cache: make([]uint64, 1)}
-			}
-		case DeviceGPU, DeviceIntegratedGPU:
-			gpuIndex[d.Index] = len(b.memory.GPUs)
-			b.memory.GPUs = append(b.memory.GPUs, ml.DeviceMemory{
-				DeviceID: d.DeviceID, Name: d.Name,
-				Weights: make([]uint64, 1), Cache: make([]uint64, 1),
-			})
-		}
-	}
-	n := int(C.ggml_rs_backend_device_count(b.c))
+	n := int(C.ggml_rs_backend_device_count(h))
 	b.schedDevices = make([]int, n)
-	b.slots = make([]int, n)
-	for i := range b.slots {
-		idx := int(C.ggml_rs_backend_device_index(b.c, C.size_t(i)))
-		b.schedDevices[i] = idx
-		if g, ok := gpuIndex[idx]; ok {
-			b.slots[i] = g
-		} else {
-			// Accelerators count as CPU memory, as in Ollama.
-			b.slots[i] = -1
+	for i := range b.schedDevices {
+		b.schedDevices[i] = int(C.ggml_rs_backend_device_index(h, C.size_t(i)))
+	}
+	if modelPath != "" {
+		if err := b.initModel(layers); err != nil {
+			C.ggml_rs_backend_free(h)
+			return nil, err
 		}
 	}
+	return b, nil
 }
 
 // Close frees the backend. Contexts made from it stay usable until they
@@ -193,36 +214,61 @@ func (b *Backend) Close() {
 	}
 	b.closeMu.Lock()
 	defer b.closeMu.Unlock()
-	if b.closed.Swap(true) {
+	if b.closed.Load() {
 		return
+	}
+	b.lastMemory = b.memoryReport(nil)
+	// Not while a load or a compute runs, or a weight is read (computes
+	// and reads hold computeMu).
+	b.loadMu.Lock()
+	defer b.loadMu.Unlock()
+	b.computeMu.Lock()
+	defer b.computeMu.Unlock()
+	b.closed.Store(true)
+	if b.weights != nil {
+		b.weights.closed.Store(true)
 	}
 	C.ggml_rs_backend_free(b.c)
 	b.c = nil
 }
 
-// Load loads the model's weights. Without a model there is nothing to load.
+// Load reads the model's weights from its file (in parallel, on ggml-rs's
+// threads), calling progress on this goroutine with the fraction loaded
+// (0 to 1, never decreasing; progress may be nil). Cancelling ctx stops
+// the load promptly and Load returns ctx.Err(); the weights are then
+// incomplete until a later Load succeeds. Without memory allocation it
+// fails with "cannot load model without memory allocation". Without a
+// model there is nothing to load.
 func (b *Backend) Load(ctx context.Context, progress func(float32)) error {
-	if !b.params.AllocMemory {
-		return errors.New("cannot load model without memory allocation")
+	return b.load(ctx, progress)
+}
+
+// BackendMemory returns the memory the backend needs per device:
+// InputWeights (CPU), then for the CPU and for every GPU (registry order)
+// the weights and cache per layer (block_count + 1 entries, the output
+// layer last) and the compute graph. Weights are counted when the model is
+// opened, the data tensors of Layer(i) contexts as Cache[i], Reserve's
+// compute buffers as Graph; sizes are what ggml allocates (or would,
+// without AllocMemory). After Close it returns the report taken at Close.
+func (b *Backend) BackendMemory() ml.BackendMemory { return b.backendMemory(nil) }
+
+// Config returns the model's metadata (see kvConfig for the rules of
+// Ollama's getters); empty, with an empty Architecture, without a model.
+func (b *Backend) Config() fs.Config {
+	if b.config == nil {
+		return emptyConfig{}
 	}
-	return ctx.Err()
+	return b.config
 }
 
-// BackendMemory returns the memory accounted so far: compute graph sizes
-// from Reserve (no weights or caches without a model).
-func (b *Backend) BackendMemory() ml.BackendMemory {
-	b.memMu.Lock()
-	defer b.memMu.Unlock()
-	m := b.memory
-	m.GPUs = append([]ml.DeviceMemory(nil), b.memory.GPUs...)
-	return m
-}
-
-// Config returns the model's metadata; empty without a model.
-func (b *Backend) Config() fs.Config { return emptyConfig{} }
-
-// Get returns a weight by name; there are none without a model.
-func (b *Backend) Get(name string) ml.Tensor { return nil }
+// Get returns the weight called name (e.g. "blk.3.attn_q.weight"; a model
+// without an output tensor has "output.weight" tied to the token
+// embeddings; rope frequencies exist per layer as
+// "blk.N.rope_freqs.weight"), or a nil interface when there is none. As in
+// Ollama, Bytes and Floats of a weight are nil (it was never computed);
+// BackendGet reads it. Weights live as long as the backend: using one
+// after Close panics, and so does Get.
+func (b *Backend) Get(name string) ml.Tensor { return b.weight(name) }
 
 // NewContext is NewContextSize(MaxGraphNodes of the backend).
 func (b *Backend) NewContext() ml.Context {
@@ -586,7 +632,7 @@ func (c *Context) ComputeWithNotify(cb func(), ts ...ml.Tensor) {
 func (c *Context) Reserve() {
 	use(c, "Reserve")
 	b := c.f.b
-	sizes := make([]C.uint64_t, len(b.slots))
+	sizes := make([]C.uint64_t, len(b.schedDevices))
 	var sp *C.uint64_t
 	if len(sizes) > 0 {
 		sp = &sizes[0]
@@ -596,19 +642,7 @@ func (c *Context) Reserve() {
 	status := C.ggml_rs_ctx_reserve(c.c, sp, C.size_t(len(sizes)), &c.f.s.err)
 	b.computeMu.Unlock()
 	if status == C.GGML_RS_OK {
-		b.memMu.Lock()
-		b.memory.CPU.Graph = 0
-		for i := range b.memory.GPUs {
-			b.memory.GPUs[i].Graph = 0
-		}
-		for i, s := range sizes {
-			if g := b.slots[i]; g >= 0 {
-				b.memory.GPUs[g].Graph += uint64(s)
-			} else {
-				b.memory.CPU.Graph += uint64(s)
-			}
-		}
-		b.memMu.Unlock()
+		// ggml-rs records the sizes in the backend's memory report.
 		slog.Debug("compute graph reserved", "sizes", sizes)
 		return
 	}
@@ -616,7 +650,7 @@ func (c *Context) Reserve() {
 		err := errorFrom(&c.f.s.err)
 		C.ggml_rs_ctx_clear_error(c.c)
 		slog.Warn("ggml-rs: reserve failed", "error", err.Message)
-		panic(ml.ErrNoMem{BackendMemory: b.BackendMemory()})
+		panic(b.reserveFailed(sizes))
 	}
 	c.fail()
 }

@@ -20,8 +20,9 @@ import (
 )
 
 func TestNewBackend(t *testing.T) {
-	if _, err := ml.NewBackend("/models/x.gguf", ml.BackendParams{}); err == nil || !strings.Contains(err.Error(), "not implemented yet") {
-		t.Errorf("model path: err = %v", err)
+	var gerr *Error
+	if _, err := ml.NewBackend("/models/x.gguf", ml.BackendParams{}); !errors.As(err, &gerr) || gerr.Status != StatusIO || !strings.Contains(err.Error(), "x.gguf") {
+		t.Errorf("missing model file: err = %v", err)
 	}
 	if _, err := ml.NewBackend("", ml.BackendParams{FlashAttention: 5}); err == nil {
 		t.Error("invalid flash attention accepted")
