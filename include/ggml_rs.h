@@ -944,6 +944,185 @@ struct ggml_rs_tensor *ggml_rs_top_k(struct ggml_rs_context *ctx,
                                      struct ggml_rs_error *err);
 
 /**
+ * Softplus `ln(1 + e^a)` element-wise (ggml returns `a` itself for
+ * `a > 20`). `a`: f32 or f16, any shape, dim-0 stride equal to the element
+ * size (permuted views are fine, transposed ones are not). The result has
+ * `a`'s type and shape. Returns a new tensor owned by ctx's family, or NULL
+ * with err set.
+ */
+struct ggml_rs_tensor *ggml_rs_softplus(struct ggml_rs_context *ctx,
+                                        struct ggml_rs_tensor *a,
+                                        struct ggml_rs_error *err);
+
+/**
+ * Sigmoid `1 / (1 + e^-a)` element-wise, out of place (Ollama's
+ * SigmoidOut; identical to ggml_rs_sigmoid, which is out of place too).
+ * `a` as in ggml_rs_softplus. Returns a new tensor owned by ctx's family,
+ * or NULL with err set.
+ */
+struct ggml_rs_tensor *ggml_rs_sigmoid_out(struct ggml_rs_context *ctx,
+                                           struct ggml_rs_tensor *a,
+                                           struct ggml_rs_error *err);
+
+/**
+ * gpt-oss's clamped SwiGLU (ggml_swiglu_oai, Ollama's SILUAlphaLimit):
+ * with `x = min(a, limit)` and `y = clamp(up, -limit, limit)`, the result
+ * is `x * sigmoid(alpha * x) * (y + 1)`. `a`, `up`: f32, same shape, each
+ * with contiguous rows at a fixed stride (padded rows are fine, permuted
+ * dims are not); `up` is required. `alpha` finite; `limit >= 0` (+inf: no
+ * clamping). Returns a new f32 tensor of `a`'s shape owned by ctx's
+ * family, or NULL with err set.
+ */
+struct ggml_rs_tensor *ggml_rs_silu_alpha_limit(struct ggml_rs_context *ctx,
+                                                struct ggml_rs_tensor *a,
+                                                struct ggml_rs_tensor *up,
+                                                float alpha,
+                                                float limit,
+                                                struct ggml_rs_error *err);
+
+/**
+ * Every element set to `value`. `a`: f32 or f16, contiguous (its values
+ * are not read). `inplace` false: a new tensor of `a`'s type and shape.
+ * `inplace` true (Ollama's Fill, ggml_fill_inplace): the result is a view
+ * of `a`, and computing it overwrites `a`'s memory; `a` itself then holds
+ * `value` everywhere. Returns a new tensor owned by ctx's family, or NULL
+ * with err set.
+ */
+struct ggml_rs_tensor *ggml_rs_fill(struct ggml_rs_context *ctx,
+                                    struct ggml_rs_tensor *a,
+                                    float value,
+                                    bool inplace,
+                                    struct ggml_rs_error *err);
+
+/**
+ * Running sum along dim 0: `out[i, …] = a[0, …] + … + a[i, …]`. `a`: f32
+ * with a dim-0 stride of 4 bytes (other strides are free). Returns a new
+ * f32 tensor of `a`'s shape owned by ctx's family, or NULL with err set.
+ */
+struct ggml_rs_tensor *ggml_rs_cumsum(struct ggml_rs_context *ctx,
+                                      struct ggml_rs_tensor *a,
+                                      struct ggml_rs_error *err);
+
+/**
+ * Population variance along dim 0 (Ollama's Variance):
+ * `[n0, n1, n2, n3]` → f32 `[1, n1, n2, n3]`, `Σ (a - mean)² / n0`, built
+ * from ggml ops (mean, sub, sqr, sum_rows, scale). `a`: f32 with a dim-0
+ * stride of 4 bytes and at least one element. Returns a new tensor owned
+ * by ctx's family, or NULL with err set.
+ */
+struct ggml_rs_tensor *ggml_rs_variance(struct ggml_rs_context *ctx,
+                                        struct ggml_rs_tensor *a,
+                                        struct ggml_rs_error *err);
+
+/**
+ * Population standard deviation along dim 0 (Ollama's Stddev): the square
+ * root of ggml_rs_variance. `a` as there. Returns a new tensor owned by
+ * ctx's family, or NULL with err set.
+ */
+struct ggml_rs_tensor *ggml_rs_stddev(struct ggml_rs_context *ctx,
+                                      struct ggml_rs_tensor *a,
+                                      struct ggml_rs_error *err);
+
+/**
+ * Diagonal matrices: `a` = f32 `[n, 1, n2, n3]` (dim-0 stride 4 bytes) →
+ * f32 `[n, n, n2, n3]` holding `a[i]` at `(i, i)` and zeros elsewhere.
+ * Returns a new tensor owned by ctx's family, or NULL with err set.
+ */
+struct ggml_rs_tensor *ggml_rs_diag(struct ggml_rs_context *ctx,
+                                    struct ggml_rs_tensor *a,
+                                    struct ggml_rs_error *err);
+
+/**
+ * One triangle of each square matrix `a = [n, n, b2, b3]` (f32,
+ * contiguous), zeros elsewhere. With column `i` (dim 0) and row `r` (dim
+ * 1), `tri_type` keeps: 0 `i >= r` (upper with the diagonal), 1 `i > r`
+ * (strictly upper), 2 `i <= r` (lower with the diagonal), 3 `i < r`
+ * (strictly lower); these are ggml's GGML_TRI_TYPE_* values, as Ollama
+ * passes them. Other values are an error. Returns a new tensor owned by
+ * ctx's family, or NULL with err set.
+ */
+struct ggml_rs_tensor *ggml_rs_tri(struct ggml_rs_context *ctx,
+                                   struct ggml_rs_tensor *a,
+                                   int32_t tri_type,
+                                   struct ggml_rs_error *err);
+
+/**
+ * Triangular solve (ggml_solve_tri), arguments in ggml's order: for each
+ * batch, `X` with `A X = B`, where `A` = `a` = `[n, n, b2, b3]` (row `r` is
+ * `a[:, r]`; only the lower triangle and the diagonal are read) and `B` =
+ * `b` = `[k, n, b2, b3]` (`k` right-hand sides). `left`: solve `A X = B`
+ * (false: `X A = B`); `lower`: `A` lower triangular (false: upper);
+ * `unit_diag`: assume ones on the diagonal. ggml implements only
+ * `left && lower && !unit_diag`; other combinations fail with
+ * GGML_RS_ERR_UNSUPPORTED. A zero on the diagonal gives inf/NaN. Both f32,
+ * contiguous. (Ollama's Go SolveTri(b, lower, left, unitDiag) passes its
+ * `lower` as ggml's `left` and its `left` as `lower`; the Go package keeps
+ * that.) Returns a new f32 tensor of `b`'s shape owned by ctx's family, or
+ * NULL with err set.
+ */
+struct ggml_rs_tensor *ggml_rs_solve_tri(struct ggml_rs_context *ctx,
+                                         struct ggml_rs_tensor *a,
+                                         struct ggml_rs_tensor *b,
+                                         bool left,
+                                         bool lower,
+                                         bool unit_diag,
+                                         struct ggml_rs_error *err);
+
+/**
+ * Zero padding before and after each dim: `lpN` zeros before and `rpN`
+ * after the elements of dim N (all >= 0). `a`: f32, any layout, with
+ * elements. Returns a new contiguous f32 tensor of shape
+ * `ne[i] + lp_i + rp_i` owned by ctx's family, or NULL with err set.
+ */
+struct ggml_rs_tensor *ggml_rs_pad_ext(struct ggml_rs_context *ctx,
+                                       struct ggml_rs_tensor *a,
+                                       int32_t lp0,
+                                       int32_t rp0,
+                                       int32_t lp1,
+                                       int32_t rp1,
+                                       int32_t lp2,
+                                       int32_t rp2,
+                                       int32_t lp3,
+                                       int32_t rp3,
+                                       struct ggml_rs_error *err);
+
+/**
+ * Writes `b` into `a`'s memory (ggml_set_inplace, Ollama's SetInplace):
+ * element `(i0, i1, i2, i3)` of `b` goes to byte
+ * `offset + i0*elem + i1*nb1 + i2*nb2 + i3*nb3` of `a`. The result is a
+ * view of `a` with `a`'s shape; the write happens when it is computed.
+ * `a`: f32 or i32, contiguous; `b`: the same type, dim-0 stride equal to
+ * the element size. The whole region must lie inside `a`; `nb1..nb3` and
+ * `offset` are multiples of the element size, strides below 2^31 and
+ * `offset` below 2^30 (ggml stores them as 32-bit parameters). Returns a
+ * new tensor owned by ctx's family, or NULL with err set.
+ */
+struct ggml_rs_tensor *ggml_rs_set_inplace(struct ggml_rs_context *ctx,
+                                           struct ggml_rs_tensor *a,
+                                           struct ggml_rs_tensor *b,
+                                           size_t nb1,
+                                           size_t nb2,
+                                           size_t nb3,
+                                           size_t offset,
+                                           struct ggml_rs_error *err);
+
+/**
+ * `a` tiled to the shape `[ne0, ne1, ne2, ne3]` (ggml_repeat_4d, Ollama's
+ * Repeat4D): each target dim >= 1, below 2^31 and a multiple of `a`'s;
+ * whole blocks are repeated (not interleaved). `a`: f32, f16, bf16 or i32
+ * with a dim-0 stride equal to the element size and at least one element.
+ * Returns a new tensor of `a`'s type owned by ctx's family, or NULL with
+ * err set.
+ */
+struct ggml_rs_tensor *ggml_rs_repeat_4d(struct ggml_rs_context *ctx,
+                                         struct ggml_rs_tensor *a,
+                                         int64_t ne0,
+                                         int64_t ne1,
+                                         int64_t ne2,
+                                         int64_t ne3,
+                                         struct ggml_rs_error *err);
+
+/**
  * Matrix product: `a=[K,M,b2,b3]` times `b=[K,N,B2,B3]` gives an f32
  * `[M,N,B2,B3]` (each element the dot product of a row of `a` and a row of
  * `b`); `a` is broadcast over the batch dims (`B2 % b2 == 0`,
@@ -968,6 +1147,44 @@ struct ggml_rs_tensor *ggml_rs_mul_mat_full_prec(struct ggml_rs_context *ctx,
                                                  struct ggml_rs_tensor *a,
                                                  struct ggml_rs_tensor *b,
                                                  struct ggml_rs_error *err);
+
+/**
+ * Expert matrix products (ggml_mul_mat_id, Ollama's MulmatID).
+ * `experts` (ggml's `as`, so named in messages) = `[K, M, n_expert]`: one
+ * `[K, M]` matrix per expert, f32, f16, bf16 or a quantized type the CPU
+ * can multiply (K a whole number of its blocks); `b` = `[K, n_b,
+ * n_tokens]`; `ids` = i32 `[n_expert_used, n_tokens]` with
+ * `n_expert_used % n_b == 0` (`n_b` is usually 1 or `n_expert_used`).
+ * Result: f32 `[M, n_expert_used, n_tokens]` with
+ * `out[:, e, t] = experts[:, :, ids[e, t]] · b[:, e % n_b, t]`. `b` is f32,
+ * or f16 with f16 experts, bf16 with bf16 experts. A float operand strided
+ * in dim 0 is copied first; quantized experts must have dense,
+ * non-overlapping rows. Ids outside `0..n_expert` are found when the graph
+ * is computed: ggml_rs_ctx_compute then fails with GGML_RS_ERR_COMPUTE
+ * naming the op. Returns a new tensor owned by ctx's family, or NULL with
+ * err set.
+ */
+struct ggml_rs_tensor *ggml_rs_mul_mat_id(struct ggml_rs_context *ctx,
+                                          struct ggml_rs_tensor *experts,
+                                          struct ggml_rs_tensor *b,
+                                          struct ggml_rs_tensor *ids,
+                                          struct ggml_rs_error *err);
+
+/**
+ * Per-expert bias (ggml_add_id, Ollama's AddID): `a` = f32
+ * `[n, n_expert_used, n_tokens]`, `b` = f32 `[n, n_rows]`, `ids` = i32
+ * `[n_expert_used, n_tokens]`; result f32 of `a`'s shape with
+ * `out[:, e, t] = a[:, e, t] + b[:, ids[e, t]]`. `a` and `b` need a dense
+ * dim 0 (other strides are free). Ids outside `0..n_rows` are found when
+ * the graph is computed: ggml_rs_ctx_compute then fails with
+ * GGML_RS_ERR_COMPUTE naming the op. Returns a new tensor owned by ctx's
+ * family, or NULL with err set.
+ */
+struct ggml_rs_tensor *ggml_rs_add_id(struct ggml_rs_context *ctx,
+                                      struct ggml_rs_tensor *a,
+                                      struct ggml_rs_tensor *b,
+                                      struct ggml_rs_tensor *ids,
+                                      struct ggml_rs_error *err);
 
 /**
  * Softmax along dim 0: each row `r` becomes `e^(r - max r) / Σ e^(r - max r)`.

@@ -492,16 +492,6 @@ func notImplemented(op string) {
 	panic(&Error{Status: StatusUnsupported, Message: op + " is not implemented yet"})
 }
 
-func (t *Tensor) MulmatID(ctx ml.Context, t2, ids ml.Tensor) ml.Tensor {
-	notImplemented("MulmatID")
-	return nil
-}
-
-func (t *Tensor) AddID(ctx ml.Context, t2, ids ml.Tensor) ml.Tensor {
-	notImplemented("AddID")
-	return nil
-}
-
 func (t *Tensor) AvgPool2D(ctx ml.Context, k, s int, p float32) ml.Tensor {
 	notImplemented("AvgPool2D")
 	return nil
@@ -534,56 +524,6 @@ func (t *Tensor) SSMScan(ctx ml.Context, x, dt, A, B, C, ids ml.Tensor) ml.Tenso
 
 func (t *Tensor) IM2Col(ctx ml.Context, weight ml.Tensor, s0, s1, p0, p1, d0, d1 int) ml.Tensor {
 	notImplemented("IM2Col")
-	return nil
-}
-
-func (t *Tensor) SILUAlphaLimit(ctx ml.Context, up ml.Tensor, alpha, limit float32) ml.Tensor {
-	notImplemented("SILUAlphaLimit")
-	return nil
-}
-
-func (t *Tensor) PadExt(ctx ml.Context, lp0, rp0, lp1, rp1, lp2, rp2, lp3, rp3 int) ml.Tensor {
-	notImplemented("PadExt")
-	return nil
-}
-
-func (t *Tensor) SetInplace(ctx ml.Context, src ml.Tensor, nb1, nb2, nb3, offset int) ml.Tensor {
-	notImplemented("SetInplace")
-	return nil
-}
-
-func (t *Tensor) Softplus(ctx ml.Context) ml.Tensor {
-	notImplemented("Softplus")
-	return nil
-}
-
-func (t *Tensor) CumSum(ctx ml.Context) ml.Tensor {
-	notImplemented("CumSum")
-	return nil
-}
-
-func (t *Tensor) Diag(ctx ml.Context) ml.Tensor {
-	notImplemented("Diag")
-	return nil
-}
-
-func (t *Tensor) Tri(ctx ml.Context, triType int) ml.Tensor {
-	notImplemented("Tri")
-	return nil
-}
-
-func (t *Tensor) Fill(ctx ml.Context, value float32) ml.Tensor {
-	notImplemented("Fill")
-	return nil
-}
-
-func (t *Tensor) Repeat4D(ctx ml.Context, dim0, dim1, dim2, dim3 int) ml.Tensor {
-	notImplemented("Repeat4D")
-	return nil
-}
-
-func (t *Tensor) SolveTri(ctx ml.Context, b ml.Tensor, lower, left, unitDiag bool) ml.Tensor {
-	notImplemented("SolveTri")
 	return nil
 }
 
