@@ -1,0 +1,174 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"ggmlrs/gguf"
+	"ggmlrs/ml"
+	"ggmlrs/ml/backend"
+)
+
+// modelFlags are the flags of commands that open a model.
+type modelFlags struct {
+	threads *int
+	ngl     *int
+	flash   *string
+}
+
+func addModelFlags(fs *flag.FlagSet) *modelFlags {
+	return &modelFlags{
+		threads: fs.Int("threads", 0, "CPU threads (0: all this process may use)"),
+		ngl:     fs.Int("ngl", -1, "layers to place on the first GPU, counted from the output end (-1: all; 0: CPU only)"),
+		flash:   fs.String("flash-attention", "off", "flash attention: on or off"),
+	}
+}
+
+// params builds the backend parameters for the model at path, whose
+// block count it reads from the file's header.
+func (f *modelFlags) params(path string, alloc bool) (ml.BackendParams, error) {
+	p := ml.BackendParams{AllocMemory: alloc, NumThreads: *f.threads}
+	switch strings.ToLower(*f.flash) {
+	case "on", "true", "enabled":
+		p.FlashAttention = ml.FlashAttentionEnabled
+	case "off", "false", "disabled":
+		p.FlashAttention = ml.FlashAttentionDisabled
+	default:
+		return p, usagef("-flash-attention %q: on or off", *f.flash)
+	}
+	if *f.threads < 0 {
+		return p, usagef("-threads must be 0 or more")
+	}
+	if *f.ngl == 0 {
+		return p, nil
+	}
+	var gpu *backend.Device
+	for _, d := range backend.Devices() {
+		if d.Type == backend.DeviceGPU || d.Type == backend.DeviceIntegratedGPU {
+			gpu = &d
+			break
+		}
+	}
+	if gpu == nil {
+		if *f.ngl > 0 {
+			return p, fmt.Errorf("-ngl %d: no GPU found (see ggml-rs devices)", *f.ngl)
+		}
+		return p, nil
+	}
+	blocks, err := blockCount(path)
+	if err != nil {
+		return p, err
+	}
+	n := blocks + 1 // the repeating layers and the output layer
+	if *f.ngl > 0 {
+		n = min(n, *f.ngl)
+	}
+	g := ml.GPULayers{DeviceID: gpu.DeviceID}
+	for l := blocks + 1 - n; l <= blocks; l++ {
+		g.Layers = append(g.Layers, l)
+	}
+	p.GPULayers = ml.GPULayersList{g}
+	return p, nil
+}
+
+// blockCount reads {arch}.block_count from a GGUF header.
+func blockCount(path string) (int, error) {
+	g, err := gguf.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	arch, _ := g.Get("general.architecture")
+	a, _ := arch.(string)
+	v, ok := g.Get(a + ".block_count")
+	if n, isU32 := v.(uint32); ok && isU32 {
+		return int(n), nil
+	}
+	return 0, fmt.Errorf("%s: no %s.block_count", path, a)
+}
+
+// openModel opens the model at path and, with alloc, loads its weights
+// with a progress display on stderr.
+func openModel(path string, f *modelFlags, alloc bool) (*backend.Backend, error) {
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("model file %s does not exist", path)
+	} else if err != nil {
+		return nil, err
+	}
+	p, err := f.params(path, alloc)
+	if err != nil {
+		return nil, err
+	}
+	b, err := backend.NewWithOptions(path, p)
+	if err != nil {
+		return nil, err
+	}
+	if !alloc {
+		return b, nil
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	bar := newProgress("loading "+filepath.Base(path), isTerminal(os.Stderr))
+	if err := b.Load(ctx, bar.update); err != nil {
+		bar.abort()
+		b.Close()
+		return nil, err
+	}
+	bar.done()
+	return b, nil
+}
+
+// progress shows a load's progress on stderr: a redrawn bar on a terminal,
+// a line every quarter otherwise.
+type progress struct {
+	label string
+	tty   bool
+	start time.Time
+	last  int // last percentage (tty) or quarter (plain) shown
+}
+
+func newProgress(label string, tty bool) *progress {
+	return &progress{label: label, tty: tty, start: time.Now(), last: -1}
+}
+
+const barWidth = 30
+
+func (p *progress) update(f float32) {
+	pct := int(f * 100)
+	if p.tty {
+		if pct == p.last {
+			return
+		}
+		p.last = pct
+		n := pct * barWidth / 100
+		fmt.Fprintf(os.Stderr, "\r%s [%s%s] %3d%%", p.label, strings.Repeat("=", n), strings.Repeat(" ", barWidth-n), pct)
+		return
+	}
+	for q := p.last + 1; q <= pct/25; q++ {
+		p.last = q
+		fmt.Fprintf(os.Stderr, "%s: %d%%\n", p.label, q*25)
+	}
+}
+
+func (p *progress) done() {
+	p.update(1)
+	secs := time.Since(p.start).Seconds()
+	if p.tty {
+		fmt.Fprintf(os.Stderr, " %.2f s\n", secs)
+		return
+	}
+	fmt.Fprintf(os.Stderr, "%s: done in %.2f s\n", p.label, secs)
+}
+
+func (p *progress) abort() {
+	if p.tty && p.last >= 0 {
+		fmt.Fprintln(os.Stderr)
+	}
+}
