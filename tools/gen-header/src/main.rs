@@ -3,8 +3,15 @@
 use std::path::PathBuf;
 
 fn main() {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let root = root.canonicalize().expect("repo root");
+    // The repository root: the working directory or the nearest parent with
+    // cbindgen.toml (not the build-time manifest dir, which may belong to
+    // another checkout sharing the target folder).
+    let cwd = std::env::current_dir().expect("working directory");
+    let root = cwd
+        .ancestors()
+        .find(|d| d.join("cbindgen.toml").exists() && d.join("src/ffi").is_dir())
+        .map(PathBuf::from)
+        .expect("run gen-header inside the ggml-rs repository");
     let config = cbindgen::Config::from_file(root.join("cbindgen.toml")).expect("cbindgen.toml");
     let bindings = cbindgen::Builder::new()
         .with_crate(&root)
