@@ -863,6 +863,126 @@ struct ggml_rs_tensor *ggml_rs_sdpa(struct ggml_rs_context *ctx,
                                     struct ggml_rs_error *err);
 
 /**
+ * 2-D convolution (cross-correlation) of `input` `[W, H, IC, N]` with
+ * `kernel` `[KW, KH, IC, OC]`: stride `s0`/`s1` (>= 1), zero padding
+ * `p0`/`p1` on both sides (>= 0) and dilation `d0`/`d1` (>= 1) along width
+ * and height. Result f32 `[OW, OH, OC, N]` with
+ * `OW = (W + 2*p0 - d0*(KW-1) - 1)/s0 + 1` (likewise OH); the dilated
+ * kernel must fit in the padded input. `kernel`: f32 or f16; `input`: f32
+ * or f16 (ggml computes through f16 im2col, so inputs are rounded to f16).
+ * Ollama's Conv2D (receiver = kernel). Returns a new tensor owned by ctx's
+ * family, or NULL with err set.
+ */
+struct ggml_rs_tensor *ggml_rs_conv_2d(struct ggml_rs_context *ctx,
+                                       struct ggml_rs_tensor *kernel,
+                                       struct ggml_rs_tensor *input,
+                                       int32_t s0,
+                                       int32_t s1,
+                                       int32_t p0,
+                                       int32_t p1,
+                                       int32_t d0,
+                                       int32_t d1,
+                                       struct ggml_rs_error *err);
+
+/**
+ * 3-D convolution with `ic` input channels folded into dim 3: `kernel`
+ * `[KW, KH, KD, OC*ic]` (dim-3 index `oc*ic + c`), `input`
+ * `[W, H, D, N*ic]` (dim-3 index `n*ic + c`); strides, paddings and
+ * dilations per axis (width, height, depth) as in ggml_rs_conv_2d. Result
+ * f32 `[OW, OH, OD, OC*N]` (dim-3 index `n*OC + oc`). `kernel`: f32 or
+ * f16; `input`: f32. Ollama's Conv3D then reshapes a 1x1x1 output to
+ * `[OC, N]`. Returns a new tensor owned by ctx's family, or NULL with err
+ * set.
+ */
+struct ggml_rs_tensor *ggml_rs_conv_3d(struct ggml_rs_context *ctx,
+                                       struct ggml_rs_tensor *kernel,
+                                       struct ggml_rs_tensor *input,
+                                       int64_t ic,
+                                       int32_t s0,
+                                       int32_t s1,
+                                       int32_t s2,
+                                       int32_t p0,
+                                       int32_t p1,
+                                       int32_t p2,
+                                       int32_t d0,
+                                       int32_t d1,
+                                       int32_t d2,
+                                       struct ggml_rs_error *err);
+
+/**
+ * Depthwise 1-D convolution: `input` `[L, C]`, `kernel` `[K, 1, C*m]`
+ * (kernel channel j filters input channel j/m; m = 1 is plain depthwise);
+ * stride `s` >= 1, zero padding `p` >= 0 on both sides, dilation `d` >= 1.
+ * Result f32 `[OL, C*m]`, `OL = (L + 2*p - d*(K-1) - 1)/s + 1`. `kernel`:
+ * f32 or f16; `input`: f32 or f16 (rounded to f16). Ollama's Conv1DDW
+ * (receiver = input). Returns a new tensor owned by ctx's family, or NULL
+ * with err set.
+ */
+struct ggml_rs_tensor *ggml_rs_conv_1d_dw(struct ggml_rs_context *ctx,
+                                          struct ggml_rs_tensor *kernel,
+                                          struct ggml_rs_tensor *input,
+                                          int32_t s,
+                                          int32_t p,
+                                          int32_t d,
+                                          struct ggml_rs_error *err);
+
+/**
+ * 2-D im2col: every `[KW, KH]` window of `input` `[W, H, IC, N]` (f32)
+ * unrolled into a row. Only `kernel`'s shape `[KW, KH, IC, ...]` is used
+ * (any type, contents ignored). Strides, paddings, dilations as in
+ * ggml_rs_conv_2d. Result f32 `[IC*KH*KW, OW, OH, N]`; element
+ * `c*KH*KW + ky*KW + kx` of row `(ox, oy, n)` is
+ * `input[ox*s0 + kx*d0 - p0, oy*s1 + ky*d1 - p1, c, n]`, 0 outside.
+ * Ollama's IM2Col (receiver = kernel). Returns a new tensor owned by ctx's
+ * family, or NULL with err set.
+ */
+struct ggml_rs_tensor *ggml_rs_im2col(struct ggml_rs_context *ctx,
+                                      struct ggml_rs_tensor *kernel,
+                                      struct ggml_rs_tensor *input,
+                                      int32_t s0,
+                                      int32_t s1,
+                                      int32_t p0,
+                                      int32_t p1,
+                                      int32_t d0,
+                                      int32_t d1,
+                                      struct ggml_rs_error *err);
+
+/**
+ * Average pooling of `a` `[W, H, C, N]` (f32 or f16) over `k`x`k` windows
+ * with stride `s` (both >= 1) and `p` zeros of padding on each side (a
+ * whole number >= 0). Result f32 `[OW, OH, C, N]`,
+ * `OW = (W + 2*p - k)/s + 1`; the divisor is always k*k (padding counts,
+ * as in ggml). The window must fit in the padded input. Ollama's
+ * AvgPool2D. Returns a new tensor owned by ctx's family, or NULL with err
+ * set.
+ */
+struct ggml_rs_tensor *ggml_rs_avg_pool_2d(struct ggml_rs_context *ctx,
+                                           struct ggml_rs_tensor *a,
+                                           int32_t k,
+                                           int32_t s,
+                                           float p,
+                                           struct ggml_rs_error *err);
+
+/**
+ * `a` (f32, any layout) resampled to `[ne0, ne1, ne2, ne3]` (each >= 1).
+ * `mode`: 0 nearest, 1 bilinear (over dims 0 and 1; dims 2 and 3 are
+ * sampled nearest). `align_corners` false maps output pixel centres as
+ * `(i + 0.5)*in/out - 0.5` (what Ollama's Interpolate does); true aligns
+ * the corner pixels, `i*(in-1)/(out-1)` (ggml's
+ * GGML_SCALE_FLAG_ALIGN_CORNERS). Result f32. Returns a new tensor owned by
+ * ctx's family, or NULL with err set.
+ */
+struct ggml_rs_tensor *ggml_rs_interpolate(struct ggml_rs_context *ctx,
+                                           struct ggml_rs_tensor *a,
+                                           int64_t ne0,
+                                           int64_t ne1,
+                                           int64_t ne2,
+                                           int64_t ne3,
+                                           int32_t mode,
+                                           bool align_corners,
+                                           struct ggml_rs_error *err);
+
+/**
  * Rows of `a` gathered by `ids` (i32): `a` is `[n0, rows, b2, b3]`, `ids`
  * `[n, b2, b3]`, the result `[n0, n, b2, b3]`, f32 (i32 when `a` is i32;
  * f16, bf16 and quantized rows are converted to f32). `a` must have

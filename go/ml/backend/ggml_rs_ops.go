@@ -492,26 +492,6 @@ func notImplemented(op string) {
 	panic(&Error{Status: StatusUnsupported, Message: op + " is not implemented yet"})
 }
 
-func (t *Tensor) AvgPool2D(ctx ml.Context, k, s int, p float32) ml.Tensor {
-	notImplemented("AvgPool2D")
-	return nil
-}
-
-func (t *Tensor) Conv2D(ctx ml.Context, weight ml.Tensor, s0, s1, p0, p1, d0, d1 int) ml.Tensor {
-	notImplemented("Conv2D")
-	return nil
-}
-
-func (t *Tensor) Conv3D(ctx ml.Context, weight ml.Tensor, c, s0, s1, s2, p0, p1, p2, d0, d1, d2 int) ml.Tensor {
-	notImplemented("Conv3D")
-	return nil
-}
-
-func (t *Tensor) Conv1DDW(ctx ml.Context, weight ml.Tensor, s, p, d int) ml.Tensor {
-	notImplemented("Conv1DDW")
-	return nil
-}
-
 func (t *Tensor) SSMConv(ctx ml.Context, kernel ml.Tensor) ml.Tensor {
 	notImplemented("SSMConv")
 	return nil
@@ -519,15 +499,5 @@ func (t *Tensor) SSMConv(ctx ml.Context, kernel ml.Tensor) ml.Tensor {
 
 func (t *Tensor) SSMScan(ctx ml.Context, x, dt, A, B, C, ids ml.Tensor) ml.Tensor {
 	notImplemented("SSMScan")
-	return nil
-}
-
-func (t *Tensor) IM2Col(ctx ml.Context, weight ml.Tensor, s0, s1, p0, p1, d0, d1 int) ml.Tensor {
-	notImplemented("IM2Col")
-	return nil
-}
-
-func (t *Tensor) Interpolate(ctx ml.Context, dims [4]int, samplingMode ml.SamplingMode) ml.Tensor {
-	notImplemented("Interpolate")
 	return nil
 }

@@ -160,6 +160,13 @@ fn check_copy(op: &str, src: Tensor, dst: &Dest) -> Result<()> {
         }
         return Ok(());
     }
+    if is_quantized(s) && is_float(d) {
+        return Err(Error::dtype(format!(
+            "{op}: cannot convert {} to {}: ggml's CPU copy dequantizes to f32 only (cast to f32 first)",
+            src.describe(),
+            name(d)
+        )));
+    }
     Err(Error::dtype(format!(
         "{op}: cannot convert {} to {} (supported: same type, between f32/f16/bf16, f32<->i32, f32/f16/bf16 to a quantized type, quantized to f32)",
         src.describe(),
@@ -266,7 +273,10 @@ impl Context {
     }
 
     /// `a` converted to `dtype` (a new contiguous tensor of `a`'s shape);
-    /// the conversions of [`Context::cpy`].
+    /// the conversions of [`Context::cpy`]. Every quantized type ggml can
+    /// decode (all but Q8_1 and Q8_K) dequantizes to f32; ggml's CPU copy
+    /// has no quantized-to-f16/bf16 path, so those are refused (cast to f32
+    /// first).
     pub fn cast(&mut self, a: Tensor, dtype: sys::ggml_type) -> Result<Tensor> {
         const OP: &str = "cast";
         check::type_arg(OP, dtype)?;
