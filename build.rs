@@ -43,19 +43,22 @@ fn main() {
 
     println!("cargo:rerun-if-env-changed=GGML_RS_GGML_DIR");
     println!("cargo:rerun-if-changed=cmake/ggml/CMakeLists.txt");
+    println!("cargo:rerun-if-changed=cmake/ggml/shim.cpp");
     println!("cargo:rerun-if-changed=build.rs");
 
     let ggml_dir = match env::var_os("GGML_RS_GGML_DIR") {
         Some(d) => PathBuf::from(d),
         None => {
             let d = manifest.join("vendor/ggml");
-            if !d.join("include/ggml.h").exists() {
-                let status = Command::new("bash")
-                    .arg(manifest.join("scripts/fetch-ggml.sh"))
-                    .status()
-                    .expect("running scripts/fetch-ggml.sh");
-                assert!(status.success(), "scripts/fetch-ggml.sh failed");
-            }
+            // The script returns at once when the tree's stamp matches the
+            // pinned version and our current patches; otherwise it fetches
+            // and patches afresh (a tree fetched before a patch was added).
+            let status = Command::new("bash")
+                .arg(manifest.join("scripts/fetch-ggml.sh"))
+                .status()
+                .expect("running scripts/fetch-ggml.sh");
+            assert!(status.success(), "scripts/fetch-ggml.sh failed");
+            println!("cargo:rerun-if-changed=scripts/fetch-ggml.sh");
             println!("cargo:rerun-if-changed=vendor/ggml/.ggml-rs-stamp");
             // Our patches change the fetched sources in place.
             println!("cargo:rerun-if-changed=scripts/patches");
@@ -106,18 +109,19 @@ fn main() {
 
     let lib = dst.join("lib");
     println!("cargo:rustc-link-search=native={}", lib.display());
-    let mut libs = vec!["ggml", "ggml-base", "ggml-cpu"];
+    // ggml-rs-shim: our C++ helpers over ggml internals (cmake/ggml/shim.cpp).
+    let mut libs = vec!["ggml-rs-shim", "ggml", "ggml-base", "ggml-cpu"];
     if rpc {
-        libs.insert(1, "ggml-rpc");
+        libs.insert(2, "ggml-rpc");
     }
     if cuda {
-        libs.insert(1, "ggml-cuda");
+        libs.insert(2, "ggml-cuda");
     }
     if vulkan {
-        libs.insert(1, "ggml-vulkan");
+        libs.insert(2, "ggml-vulkan");
     }
     if metal {
-        libs.insert(1, "ggml-metal");
+        libs.insert(2, "ggml-metal");
     }
     for l in &libs {
         println!("cargo:rustc-link-lib=static={l}");

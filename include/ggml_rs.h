@@ -1647,6 +1647,60 @@ struct ggml_rs_tensor *ggml_rs_relu(struct ggml_rs_context *ctx,
                                     struct ggml_rs_error *err);
 
 /**
+ * True when this build has the RPC backend (remote devices).
+ */
+bool ggml_rs_rpc_available(void);
+
+/**
+ * Adds the devices of the ggml RPC server at `endpoint` ("host:port", IPv4
+ * address or host name) to the devices of this process; they then appear
+ * in ggml_rs_device_count/ggml_rs_device_get (library "RPC", description =
+ * the endpoint) and in backends created afterwards, before the CPU.
+ *
+ * The endpoint is checked first: syntax, TCP connect and the protocol
+ * handshake, each within 5 seconds. Adding the same endpoint again is a
+ * no-op; if its server was lost, it is checked again and, when it answers,
+ * usable by backends created from then on.
+ *
+ * Servers can also be named in the environment variable
+ * GGML_RS_RPC_SERVERS (comma-separated host:port), read once when devices
+ * are first enumerated.
+ *
+ * The RPC protocol has no authentication or encryption: only use servers
+ * on networks you trust. Add servers before other threads enumerate
+ * devices or create backends (ggml's device registry is not thread-safe).
+ *
+ * Errors: GGML_RS_ERR_INVALID_ARGUMENT (NULL or malformed endpoint),
+ * GGML_RS_ERR_IO (unreachable, not a ggml RPC server, busy, incompatible
+ * protocol version), GGML_RS_ERR_UNSUPPORTED (built without RPC, or the
+ * server has no devices).
+ */
+ggml_rs_status ggml_rs_rpc_add_server(const char *endpoint, struct ggml_rs_error *err);
+
+/**
+ * Adds every server of a comma-separated "host:port" list (the format of
+ * GGML_RS_RPC_SERVERS), as ggml_rs_rpc_add_server does for one. All are
+ * tried; on failure the message names every endpoint that failed (the
+ * others were added).
+ */
+ggml_rs_status ggml_rs_rpc_add_servers(const char *endpoints, struct ggml_rs_error *err);
+
+/**
+ * The state of the connection to an added server: GGML_RS_OK while it is
+ * usable; GGML_RS_ERR_COMPUTE when it was lost (the server stopped, or the
+ * connection broke), with the reason in `err`; GGML_RS_ERR_INVALID_ARGUMENT
+ * for a NULL, malformed or never added endpoint. Computes that use a lost
+ * server fail with GGML_RS_ERR_COMPUTE and a message naming the endpoint;
+ * backends created later leave its devices out until it is added again.
+ */
+ggml_rs_status ggml_rs_rpc_server_status(const char *endpoint, struct ggml_rs_error *err);
+
+/**
+ * Number of servers added so far (explicitly or from GGML_RS_RPC_SERVERS).
+ */
+size_t ggml_rs_rpc_server_count(void);
+
+/**
  * Fills `*out` with `t`'s metadata. Errors: NULL `t` or `out`.
  */
 ggml_rs_status ggml_rs_tensor_get_meta(struct ggml_rs_tensor *t,

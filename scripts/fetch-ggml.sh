@@ -13,8 +13,20 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 dest=${1:-$root/vendor/ggml}
 version=0.1.161
 
-if [ -f "$dest/.ggml-rs-stamp" ] && [ "$(cat "$dest/.ggml-rs-stamp")" = "$version" ]; then
-  echo "fetch-ggml: $dest is already at llama-cpp-sys-2 $version"
+# The stamp names the version and a hash of our patch scripts, so that a tree
+# fetched before a patch was added or changed is fetched and patched again.
+patches_hash() {
+  local p
+  for p in "$root"/scripts/patches/*.sh; do
+    [ -e "$p" ] || continue
+    basename "$p"
+    cat "$p"
+  done | { sha256sum 2>/dev/null || shasum -a 256; } | cut -c1-16
+}
+stamp="$version patches:$(patches_hash)"
+
+if [ -f "$dest/.ggml-rs-stamp" ] && [ "$(cat "$dest/.ggml-rs-stamp")" = "$stamp" ]; then
+  echo "fetch-ggml: $dest is already at llama-cpp-sys-2 $version with the current patches"
   exit 0
 fi
 
@@ -34,7 +46,7 @@ for p in "$root"/scripts/patches/*.sh; do
   echo "fetch-ggml: applying $(basename "$p")"
   bash "$p" "$dest.tmp"
 done
-echo "$version" > "$dest.tmp/.ggml-rs-stamp"
+echo "$stamp" > "$dest.tmp/.ggml-rs-stamp"
 rm -rf "$dest"
 mv "$dest.tmp" "$dest"
 echo "fetch-ggml: ready at $dest"

@@ -104,6 +104,7 @@ fn init_device(info: DeviceInfo, d: sys::ggml_backend_dev_t) -> Result<DeviceBac
     if backend.is_null() {
         return Err(Error::unsupported(format!("backend: failed to initialise device {}", info.name)));
     }
+    super::rpc::check_init(backend, &info)?;
     let buft = unsafe { sys::ggml_backend_get_default_buffer_type(backend) };
     Ok(DeviceBackend { info, backend, buft })
 }
@@ -148,6 +149,9 @@ impl Backend {
         for i in 0..device::count() {
             let d = device::dev(i);
             let info = device::info_of(i, d);
+            if !super::rpc::device_usable(d) {
+                continue; // its RPC server was lost
+            }
             raw.insert(i, d);
             match info.device_type {
                 DeviceType::Cpu if cpu.is_none() => cpu = Some(info),

@@ -289,6 +289,7 @@ impl Context {
     fn place(&mut self, op: &str, t: Tensor, buft: sys::ggml_backend_buffer_type_t, size: usize) -> Result<()> {
         let buf = unsafe { sys::ggml_backend_buft_alloc_buffer(buft, size) };
         if buf.is_null() {
+            super::rpc::check_buft(buft, op)?;
             return Err(Error::oom(format!("{op}: failed to allocate {size} bytes for {}", t.describe())));
         }
         self.shared.buffers.lock().push(buf);
@@ -524,6 +525,7 @@ impl Context {
         unsafe {
             sys::ggml_backend_sched_reset(inner.sched);
             if !sys::ggml_backend_sched_alloc_graph(inner.sched, graph) {
+                super::rpc::check_graph(&inner, graph, "compute")?;
                 return Err(Error::oom("compute: failed to allocate the compute buffers for this graph"));
             }
             let status = sys::ggml_backend_sched_graph_compute(inner.sched, graph);
@@ -532,6 +534,8 @@ impl Context {
             if let Some(e) = self.take_bad_row_ids() {
                 return Err(e);
             }
+            // A remote device lost during the compute gave zeros: an error.
+            super::rpc::check_graph(&inner, graph, "compute")?;
             match status {
                 sys::GGML_STATUS_SUCCESS => Ok(()),
                 sys::GGML_STATUS_ABORTED => Err(Error::new(ErrorKind::Aborted, "compute: aborted")),
@@ -582,6 +586,7 @@ impl Context {
             sys::ggml_backend_sched_reserve_size(inner.sched, graph, sizes.as_mut_ptr());
             if inner.alloc_memory {
                 if !sys::ggml_backend_sched_reserve(inner.sched, graph) {
+                    super::rpc::check_graph(&inner, graph, "reserve")?;
                     return Err(Error::oom(format!(
                         "reserve: failed to allocate compute buffers of {:?} bytes per device",
                         sizes

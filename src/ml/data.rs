@@ -30,6 +30,7 @@ pub fn write(t: Tensor, data: &[u8], op: &str) -> Result<()> {
     }
     if !data.is_empty() {
         unsafe { sys::ggml_backend_tensor_set(t.as_ptr(), data.as_ptr().cast(), 0, data.len()) };
+        super::rpc::check_tensor(t, op)?;
     }
     Ok(())
 }
@@ -45,6 +46,7 @@ pub fn read(t: Tensor, op: &str) -> Result<Vec<u8>> {
     let n = t.nbytes();
     let mut raw = vec![0u8; n];
     unsafe { sys::ggml_backend_tensor_get(t.as_ptr(), raw.as_mut_ptr().cast(), 0, n) };
+    super::rpc::check_tensor(t, op)?;
     if t.is_contiguous() {
         return Ok(raw);
     }

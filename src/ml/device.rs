@@ -62,6 +62,8 @@ pub(crate) fn dev(i: usize) -> sys::ggml_backend_dev_t {
 
 pub fn count() -> usize {
     super::log::init();
+    // Servers from GGML_RS_RPC_SERVERS join at the first enumeration.
+    super::rpc::init_from_env();
     unsafe { sys::ggml_backend_dev_count() }
 }
 

@@ -14,6 +14,7 @@ pub mod gguf;
 pub mod log;
 pub mod model;
 pub mod ops;
+pub mod rpc;
 pub mod tensor;
 pub mod threads;
 

@@ -1,0 +1,130 @@
+//! ggml-rs-rpc-server: lends this machine's CPU to ggml-rs (or any ggml RPC
+//! client of the same protocol version) over TCP. One command starts a
+//! worker; see `--help`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use ggml_rs::ml::rpc::{self, ServerOptions, DEFAULT_PORT};
+
+fn usage() -> String {
+    format!(
+        "\
+ggml-rs-rpc-server: serve this machine's CPU to ggml RPC clients (ggml-rs:
+add it with GGML_RS_RPC_SERVERS=host:port or ggml_rs_rpc_add_server).
+
+Usage: ggml-rs-rpc-server [--host ADDR] [--port PORT] [--threads N] [--mem MiB]
+                          [--cache DIR] [--allow-remote]
+
+Options:
+  -H, --host ADDR      IPv4 address to listen on (default 127.0.0.1;
+                       \"localhost\" is 127.0.0.1)
+  -p, --port PORT      TCP port (default {DEFAULT_PORT})
+  -t, --threads N      CPU threads for computing (default: the CPUs this
+                       process may use, within any cgroup quota)
+  -m, --mem MiB        memory to report to clients (default: this host's)
+  -c, --cache DIR      cache large tensors here by hash, so clients that load
+                       the same weights again skip sending them
+      --allow-remote   allow a non-loopback ADDR (see SECURITY)
+  -h, --help           this text
+  -V, --version        the version
+
+The server serves one client at a time and runs until it is stopped.
+
+SECURITY: the ggml RPC protocol has no authentication and no encryption.
+Anyone who can connect can use this machine's devices and read and write the
+tensors it holds. The server therefore listens on loopback only unless
+--allow-remote is given; then expose it only on a network you trust (or
+through an SSH tunnel or VPN).
+"
+    )
+}
+
+fn parse(args: &[String]) -> Result<Option<ServerOptions>, String> {
+    let mut o = ServerOptions::default();
+    let mut i = 0;
+    while i < args.len() {
+        let a = args[i].as_str();
+        let (flag, inline) = match a.split_once('=') {
+            Some((f, v)) if f.starts_with("--") => (f, Some(v.to_string())),
+            _ => (a, None),
+        };
+        let mut value = |name: &str| -> Result<String, String> {
+            if let Some(v) = inline.clone() {
+                return Ok(v);
+            }
+            i += 1;
+            args.get(i).cloned().ok_or_else(|| format!("{name} needs a value"))
+        };
+        match flag {
+            "-h" | "--help" => {
+                print!("{}", usage());
+                return Ok(None);
+            }
+            "-V" | "--version" => {
+                println!("ggml-rs-rpc-server {}", env!("CARGO_PKG_VERSION"));
+                return Ok(None);
+            }
+            "-H" | "--host" => o.host = value("--host")?,
+            "-p" | "--port" => {
+                let v = value("--port")?;
+                o.port = v
+                    .parse()
+                    .ok()
+                    .filter(|&p| p > 0)
+                    .ok_or(format!("--port {v:?} is not a port in 1..65535"))?;
+            }
+            "-t" | "--threads" => {
+                let v = value("--threads")?;
+                o.threads = v
+                    .parse()
+                    .ok()
+                    .filter(|&n| n > 0)
+                    .ok_or(format!("--threads {v:?} is not a positive number"))?;
+            }
+            "-m" | "--mem" => {
+                let v = value("--mem")?;
+                o.mem_mib = Some(
+                    v.parse()
+                        .ok()
+                        .filter(|&n| n > 0)
+                        .ok_or(format!("--mem {v:?} is not a positive number of MiB"))?,
+                );
+            }
+            "-c" | "--cache" => o.cache_dir = Some(PathBuf::from(value("--cache")?)),
+            "--allow-remote" => o.allow_remote = true,
+            other => return Err(format!("unknown argument {other:?}")),
+        }
+        i += 1;
+    }
+    Ok(Some(o))
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let opts = match parse(&args) {
+        Ok(Some(o)) => o,
+        Ok(None) => return ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("ggml-rs-rpc-server: {e}\nTry --help.");
+            return ExitCode::from(2);
+        }
+    };
+    let result = rpc::serve(&opts, |endpoint, device| {
+        println!("ggml-rs-rpc-server: listening on {endpoint} ({device})");
+        if opts.allow_remote {
+            println!(
+                "ggml-rs-rpc-server: WARNING: no authentication; anyone who can reach {endpoint} can use this machine"
+            );
+        }
+        use std::io::Write;
+        let _ = std::io::stdout().flush();
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("ggml-rs-rpc-server: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,624 @@
+//! Remote devices over ggml's RPC backend, against real `ggml-rs-rpc-server`
+//! processes on 127.0.0.1 (free ports, killed at the end of each test).
+//!
+//! * Servers are enumerated with their memory and type, adding is
+//!   idempotent, and backends put them before the CPU.
+//! * A graph (matmul + add + softmax + matmul) with its tensors spread over
+//!   the CPU and one or two servers gives the CPU-only result (|Δ| <= 1e-6;
+//!   the servers run the same CPU kernels).
+//! * Bad endpoints (malformed, nothing listening, a foreign service, a
+//!   service that never answers) are errors, not aborts or hangs.
+//! * Killing a server during computes makes compute (or the read of its
+//!   result) fail, naming the endpoint, within 30 s; killing it between two
+//!   computes makes the next compute fail; later computes and reads on it
+//!   fail too; new backends leave it out, CPU-only work goes on, and adding
+//!   the restarted server makes it usable again.
+//! * Model layers placed on a remote device are loaded there and compute
+//!   like the CPU.
+//! * GGML_RS_RPC_SERVERS adds servers at first enumeration (in a child
+//!   process, since it is read once per process).
+//!
+//! ggml's device registry is process-wide and not thread-safe, so the tests
+//! of this file run one at a time (SERIAL).
+#![cfg(feature = "rpc")]
+
+mod common;
+use common::*;
+
+use std::ffi::{c_char, CString};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use ggml_rs::ml::{data, device, rpc, Backend, BackendParams, Context, DeviceInfo, DeviceType, ErrorKind, Result};
+use ggml_rs::sys;
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A server process, killed when dropped.
+struct Server {
+    child: Child,
+    port: u16,
+    endpoint: String,
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+impl Server {
+    fn start(extra: &[&str]) -> Server {
+        for _ in 0..5 {
+            if let Some(s) = Server::try_start(free_port(), extra) {
+                return s;
+            }
+        }
+        panic!("could not start ggml-rs-rpc-server");
+    }
+
+    /// Starts a server on `port` and waits (at most 10 s) until it accepts.
+    fn try_start(port: u16, extra: &[&str]) -> Option<Server> {
+        let child = Command::new(env!("CARGO_BIN_EXE_ggml-rs-rpc-server"))
+            .args(["--host", "127.0.0.1", "--port", &port.to_string(), "--threads", "2"])
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn ggml-rs-rpc-server");
+        let mut s = Server {
+            child,
+            port,
+            endpoint: format!("127.0.0.1:{port}"),
+        };
+        let addr: SocketAddr = s.endpoint.parse().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if s.child.try_wait().unwrap().is_some() {
+                return None; // port taken meanwhile
+            }
+            if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
+                return Some(s);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        s.kill();
+        None
+    }
+
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Runs `f` on another thread; fails the test if it takes more than 30 s
+/// (a hang) and propagates a panic.
+fn bounded<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)));
+    });
+    match rx.recv_timeout(Duration::from_secs(30)) {
+        Ok(Ok(v)) => v,
+        Ok(Err(p)) => std::panic::resume_unwind(p),
+        Err(_) => panic!("{what}: still running after 30 s (hang)"),
+    }
+}
+
+fn new_backend() -> Backend {
+    Backend::new(&BackendParams {
+        n_threads: 2,
+        ..Default::default()
+    })
+    .expect("backend")
+}
+
+/// Position of registry device `info` in the backend's scheduler order.
+fn position(b: &Backend, info: &DeviceInfo) -> Option<usize> {
+    b.devices().iter().position(|d| d.index == info.index)
+}
+
+fn cpu_position(b: &Backend) -> usize {
+    let devs = b.devices();
+    let i = devs
+        .iter()
+        .position(|d| d.device_type == DeviceType::Cpu)
+        .expect("a CPU device");
+    assert_eq!(i, devs.len() - 1, "the CPU comes last");
+    i
+}
+
+const K: i64 = 64;
+const M: i64 = 48;
+const N: i64 = 8;
+const P: i64 = 32;
+
+struct Data {
+    w1: Vec<f32>,
+    x: Vec<f32>,
+    b1: Vec<f32>,
+    w2: Vec<f32>,
+}
+
+fn data() -> Data {
+    let mut r = Rng::new(7);
+    Data {
+        w1: r.vec((K * M) as usize),
+        x: r.vec((K * N) as usize),
+        b1: r.vec(M as usize),
+        w2: r.vec((M * P) as usize),
+    }
+}
+
+fn bytes(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+/// y = W2 · softmax(W1 · x + b1), with W1, b1 and W2 on the backend's
+/// devices `at[0..3]` (scheduler positions) and x in CPU input memory.
+fn run(b: &Backend, at: [usize; 3], d: &Data) -> Result<Vec<f32>> {
+    let mut root = Context::new(b, 256)?;
+    let w1 = root.on_device(at[0]).from_bytes(F32, &[K, M], &bytes(&d.w1))?;
+    let b1 = root.on_device(at[1]).from_bytes(F32, &[M], &bytes(&d.b1))?;
+    let w2 = root.on_device(at[2]).from_bytes(F32, &[M, P], &bytes(&d.w2))?;
+    let x = root.input().from_bytes(F32, &[K, N], &bytes(&d.x))?;
+    let h = root.mul_mat(w1, x)?; // [M, N]
+    let h = root.add(h, b1)?;
+    let s = root.softmax(h)?;
+    let y = root.mul_mat(w2, s)?; // [P, N]
+    root.compute(&[y])?;
+    data::read_f32(y, "y")
+}
+
+fn assert_same(what: &str, got: &[f32], want: &[f32]) {
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    let worst = got.iter().zip(want).map(|(g, w)| (g - w).abs()).fold(0f32, f32::max);
+    assert!(worst <= 1e-6, "{what}: max |Δ| = {worst}");
+}
+
+fn rpc_device(info: &DeviceInfo, endpoint: &str) {
+    assert_eq!(info.library, "RPC", "{info:?}");
+    assert_eq!(info.description, endpoint, "{info:?}");
+    assert_eq!(info.device_type, DeviceType::Gpu, "{info:?}");
+    assert!(info.memory_total > 0 && info.memory_free > 0, "{info:?}");
+}
+
+#[test]
+fn remote_devices_compute_like_the_cpu() {
+    let _s = serial();
+    let a = Server::start(&["--mem", "2048"]);
+    let b = Server::start(&[]);
+    let before = device::count();
+
+    let da = rpc::add_server(&a.endpoint).expect("add a");
+    assert_eq!(da.len(), 1);
+    rpc_device(&da[0], &a.endpoint);
+    assert_eq!(da[0].memory_total, 2048 << 20, "--mem is what clients see");
+    // The list form (the format of GGML_RS_RPC_SERVERS); `a` again is a no-op.
+    let both = rpc::add_servers(&format!("{}, {}", a.endpoint, b.endpoint)).expect("add both");
+    assert_eq!(both.len(), 2);
+    assert_eq!(both[0].index, da[0].index, "adding again returns the same device");
+    let db = both[1].clone();
+    rpc_device(&db, &b.endpoint);
+    assert_eq!(device::count(), before + 2);
+    assert_eq!(rpc::add_server(&b.endpoint).unwrap()[0].index, db.index);
+    assert_eq!(device::count(), before + 2, "idempotent");
+    let listed = device::list();
+    assert!(listed
+        .iter()
+        .any(|d| d.index == db.index && d.description == b.endpoint));
+    assert!(rpc::lost(&a.endpoint).is_none() && rpc::lost(&b.endpoint).is_none());
+
+    let be = new_backend();
+    let (pa, pb) = (
+        position(&be, &da[0]).expect("a in backend"),
+        position(&be, &db).expect("b in backend"),
+    );
+    let cpu = cpu_position(&be);
+    assert!(pa < cpu && pb < cpu);
+
+    let d = data();
+    let want = bounded("cpu", {
+        let be = be.clone();
+        let d = data();
+        move || run(&be, [cpu, cpu, cpu], &d).unwrap()
+    });
+    assert_eq!(want.len(), (P * N) as usize);
+    for at in [[pa, pa, pa], [pa, pb, pa], [pa, cpu, pb], [cpu, pb, cpu], [pb, pa, cpu]] {
+        let got = bounded("remote compute", {
+            let be = be.clone();
+            let d = data();
+            move || run(&be, at, &d).unwrap()
+        });
+        assert_same(&format!("placement {at:?}"), &got, &want);
+    }
+    // Data written to a remote device reads back unchanged.
+    let root = Context::new(&be, 16).unwrap();
+    let t = root.on_device(pb).from_bytes(F32, &[K, M], &bytes(&d.w1)).unwrap();
+    assert_eq!(data::read_f32(t, "read").unwrap(), d.w1);
+}
+
+#[test]
+fn bad_endpoints_are_errors() {
+    let _s = serial();
+    let before = device::count();
+    for bad in ["host:notaport", "127.0.0.1", "", ":50052", "[::1]:50052", "127.0.0.1:0"] {
+        let e = rpc::add_server(bad).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::InvalidArgument, "{bad}: {e}");
+        assert!(e.message.contains("malformed endpoint"), "{}", e.message);
+    }
+    // Nothing listening.
+    let ep = format!("127.0.0.1:{}", free_port());
+    let e = bounded("closed port", move || rpc::add_server(&ep).unwrap_err());
+    assert_eq!(e.kind, ErrorKind::Io);
+    assert!(e.message.contains("cannot connect"), "{}", e.message);
+    // A service that hangs up at once.
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let ep = l.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        for s in l.incoming().take(1) {
+            drop(s);
+        }
+    });
+    let e = bounded("foreign service", move || rpc::add_server(&ep).unwrap_err());
+    assert!(e.message.contains("handshake"), "{}", e.message);
+    // A service that accepts (the kernel does) but never answers.
+    let silent = TcpListener::bind("127.0.0.1:0").unwrap();
+    let ep = silent.local_addr().unwrap().to_string();
+    let t0 = Instant::now();
+    let e = bounded("silent service", move || rpc::add_server(&ep).unwrap_err());
+    assert!(e.message.contains("no handshake reply"), "{}", e.message);
+    assert!(t0.elapsed() < Duration::from_secs(15));
+    drop(silent);
+    assert_eq!(device::count(), before, "nothing was added");
+
+    // The C ABI reports the same errors.
+    let mut err = CError::new();
+    let ep = CString::new("host:notaport").unwrap();
+    assert_eq!(unsafe { ggml_rs_rpc_add_server(ep.as_ptr(), &mut err) }, 1);
+    assert!(err.text().contains("malformed endpoint"), "{}", err.text());
+    assert_eq!(unsafe { ggml_rs_rpc_add_server(std::ptr::null(), &mut err) }, 1);
+    assert_eq!(unsafe { ggml_rs_rpc_server_status(ep.as_ptr(), &mut err) }, 1);
+    assert!(unsafe { ggml_rs_rpc_available() });
+
+    // Work goes on.
+    let be = new_backend();
+    let cpu = cpu_position(&be);
+    assert_eq!(run(&be, [cpu, cpu, cpu], &data()).unwrap().len(), (P * N) as usize);
+}
+
+#[test]
+fn a_killed_server_is_an_error_not_a_crash() {
+    let _s = serial();
+    let mut server = Server::start(&[]);
+    let ep = server.endpoint.clone();
+    let info = rpc::add_server(&ep).expect("add").remove(0);
+    let be = new_backend();
+    let dev = position(&be, &info).expect("device in backend");
+    let cpu = cpu_position(&be);
+    let d = data();
+    let want = run(&be, [cpu, cpu, cpu], &d).unwrap();
+    assert_same("before the kill", &run(&be, [dev, dev, dev], &d).unwrap(), &want);
+
+    // A graph on the remote device, computed before the kill.
+    let mut pre_built = {
+        let mut root = Context::new(&be, 64).unwrap();
+        let w = root.on_device(dev).from_bytes(F32, &[K, M], &bytes(&d.w1)).unwrap();
+        let x = root.input().from_bytes(F32, &[K, N], &bytes(&d.x)).unwrap();
+        let y = root.mul_mat(w, x).unwrap();
+        root.compute(&[y]).unwrap();
+        Some((root, w, y))
+    };
+
+    // Compute in a loop on the remote device and kill the server meanwhile.
+    let (tx, rx) = mpsc::channel();
+    {
+        let be = be.clone();
+        std::thread::spawn(move || {
+            let r = (|| -> Result<usize> {
+                let mut r = Rng::new(3);
+                let (k, m, n) = (512i64, 512i64, 32i64);
+                let mut root = Context::new(&be, 64)?;
+                let w = root
+                    .on_device(dev)
+                    .from_bytes(F32, &[k, m], &bytes(&r.vec((k * m) as usize)))?;
+                let x = root
+                    .input()
+                    .from_bytes(F32, &[k, n], &bytes(&r.vec((k * n) as usize)))?;
+                let y = root.mul_mat(w, x)?;
+                let s = root.softmax(y)?;
+                let started = Instant::now();
+                let mut done = 0;
+                while started.elapsed() < Duration::from_secs(20) {
+                    root.compute(&[s])?;
+                    data::read_f32(s, "loop")?;
+                    done += 1;
+                }
+                Ok(done)
+            })();
+            let _ = tx.send(r);
+        });
+    }
+    std::thread::sleep(Duration::from_millis(400));
+    server.kill();
+    let r = rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("compute hung after the server was killed");
+    let e = r.expect_err("compute kept succeeding without its server");
+    assert_eq!(e.kind, ErrorKind::Compute, "{e}");
+    assert!(e.message.contains(&format!("RPC server {ep} lost")), "{}", e.message);
+
+    // It stays an error on the old backend: a graph built before the kill,
+    // reading its remote data, new tensors there, any graph using it.
+    let (mut pre, pre_w, pre_y) = pre_built.take().unwrap();
+    // (the context comes back: its tensors live as long as it does)
+    let (e, _pre) = bounded("graph built before the kill", move || {
+        (pre.compute(&[pre_y]).unwrap_err(), pre)
+    });
+    assert_eq!(e.kind, ErrorKind::Compute);
+    assert!(
+        e.message.contains(&format!("compute: RPC server {ep} lost")),
+        "{}",
+        e.message
+    );
+    let e = data::read_f32(pre_w, "read").unwrap_err();
+    assert!(
+        e.message.contains(&format!("read: RPC server {ep} lost")),
+        "{}",
+        e.message
+    );
+    let e = bounded("compute after the kill", {
+        let be = be.clone();
+        let d = data();
+        move || run(&be, [dev, cpu, cpu], &d).unwrap_err()
+    });
+    assert!(e.message.contains(&ep), "{}", e.message);
+    assert!(rpc::lost(&ep).is_some());
+    let s = rpc::servers().into_iter().find(|s| s.endpoint == ep).unwrap();
+    assert!(s.lost.is_some() && s.devices == vec![info.index]);
+    let mut err = CError::new();
+    let c_ep = CString::new(ep.clone()).unwrap();
+    assert_eq!(
+        unsafe { ggml_rs_rpc_server_status(c_ep.as_ptr(), &mut err) },
+        5,
+        "GGML_RS_ERR_COMPUTE"
+    );
+    assert!(err.text().contains("lost"), "{}", err.text());
+    // The old backend still computes on the CPU.
+    assert_same("cpu on the old backend", &run(&be, [cpu, cpu, cpu], &d).unwrap(), &want);
+
+    // New backends leave the lost device out; CPU-only work goes on.
+    let be2 = new_backend();
+    assert!(position(&be2, &info).is_none(), "the lost device is left out");
+    let cpu2 = cpu_position(&be2);
+    assert_same("cpu after the kill", &run(&be2, [cpu2, cpu2, cpu2], &d).unwrap(), &want);
+    drop(be);
+
+    // Adding it while it is down fails; after a restart it is usable again.
+    let e = bounded("re-add while down", {
+        let ep = ep.clone();
+        move || rpc::add_server(&ep).unwrap_err()
+    });
+    assert!(e.message.contains("lost earlier"), "{}", e.message);
+    let port = server.port;
+    let _restarted = (0..50)
+        .find_map(|_| {
+            Server::try_start(port, &[]).or_else(|| {
+                std::thread::sleep(Duration::from_millis(100));
+                None
+            })
+        })
+        .expect("restart on the same port");
+    let again = rpc::add_server(&ep).expect("re-add after restart");
+    assert_eq!(again[0].index, info.index);
+    assert!(rpc::lost(&ep).is_none());
+    assert_eq!(unsafe { ggml_rs_rpc_server_status(c_ep.as_ptr(), &mut err) }, 0);
+    let be3 = new_backend();
+    let dev3 = position(&be3, &info).expect("back in new backends");
+    let cpu3 = cpu_position(&be3);
+    let got = bounded("compute after restart", move || {
+        run(&be3, [dev3, dev3, cpu3], &data()).unwrap()
+    });
+    assert_same("after restart", &got, &want);
+}
+
+#[test]
+fn compute_after_a_kill_fails_naming_the_server() {
+    let _s = serial();
+    let mut server = Server::start(&[]);
+    let ep = server.endpoint.clone();
+    let info = rpc::add_server(&ep).expect("add").remove(0);
+    let be = new_backend();
+    let dev = position(&be, &info).expect("device in backend");
+    let cpu = cpu_position(&be);
+    let d = data();
+    // Output on the remote device: ggml sends the compute without awaiting a
+    // reply, so only the check for a closed connection can notice the kill.
+    let mut root = Context::new(&be, 64).unwrap();
+    let w = root.on_device(dev).from_bytes(F32, &[K, M], &bytes(&d.w1)).unwrap();
+    let x = root.input().from_bytes(F32, &[K, N], &bytes(&d.x)).unwrap();
+    let y = root.mul_mat(w, x).unwrap();
+    root.compute(&[y]).unwrap();
+    let want = data::read_f32(y, "y").unwrap();
+    server.kill();
+    let (e, _root) = bounded("compute after the kill", move || {
+        (root.compute(&[y]).unwrap_err(), root)
+    });
+    assert_eq!(e.kind, ErrorKind::Compute, "{e}");
+    assert!(
+        e.message.contains(&format!("compute: RPC server {ep} lost")),
+        "{}",
+        e.message
+    );
+    assert!(
+        data::read_f32(y, "y").is_err(),
+        "a lost remote tensor never reads as data"
+    );
+    // CPU-only work goes on, on this backend and on a new one.
+    let mut root = Context::new(&be, 64).unwrap();
+    let w = root.on_device(cpu).from_bytes(F32, &[K, M], &bytes(&d.w1)).unwrap();
+    let x = root.input().from_bytes(F32, &[K, N], &bytes(&d.x)).unwrap();
+    let y = root.mul_mat(w, x).unwrap();
+    root.compute(&[y]).unwrap();
+    assert_same("cpu after the kill", &data::read_f32(y, "y").unwrap(), &want);
+    let be2 = new_backend();
+    assert!(position(&be2, &info).is_none());
+}
+
+#[test]
+fn model_layers_placed_on_a_remote_device() {
+    use ggml_rs::ml::gguf::write::Writer;
+    use ggml_rs::ml::gguf::Value;
+    use ggml_rs::ml::model::Layout;
+    let _s = serial();
+    let server = Server::start(&[]);
+    let info = rpc::add_server(&server.endpoint).expect("add").remove(0);
+    // Three layers; layers 1 and 2 go to the server.
+    let mut w = Writer::new()
+        .kv("general.architecture", Value::Str("test".into()))
+        .kv("test.block_count", Value::U32(3))
+        .tensor("token_embd.weight", F32, &[64, 16])
+        .tensor("output_norm.weight", F32, &[64]);
+    for i in 0..3 {
+        w = w
+            .tensor(format!("blk.{i}.attn_norm.weight"), F32, &[64])
+            .tensor(format!("blk.{i}.attn_q.weight"), F16, &[64, 64])
+            .tensor(format!("blk.{i}.ffn_up.weight"), sys::GGML_TYPE_Q4_0, &[64, 128]);
+    }
+    let dir = std::env::temp_dir().join(format!("ggml-rs-rpc-model-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("model.gguf");
+    w.write_to(&path).unwrap();
+    let layout = Layout {
+        layer_devices: vec![None, Some(info.index), Some(info.index), None],
+        ..Default::default()
+    };
+    let params = BackendParams {
+        n_threads: 2,
+        ..Default::default()
+    };
+    let b = Backend::open(Some(path.to_str().unwrap()), &params, &layout).expect("open");
+    bounded("load", {
+        let b = b.clone();
+        move || b.load(&mut |_| true).unwrap()
+    });
+    for (name, buft, dev, layer) in b.placements() {
+        let remote = matches!(layer, Some(1) | Some(2));
+        assert_eq!(dev == info.index, remote, "{name} in {buft} on device {dev}");
+        if remote {
+            assert!(buft.starts_with("RPC"), "{name} in {buft}");
+        }
+    }
+    // Weights read back from the server as written (F16 exactly), and a
+    // product with a remote weight equals the same product on the CPU.
+    let q = b.get("blk.1.attn_q.weight").unwrap();
+    let qv = data::read_f32(q, "q").unwrap();
+    let x = Rng::new(5).vec(64 * 4);
+    let mut root = Context::new(&b, 64).unwrap();
+    let xt = upload(&mut root.input(), F32, &[64, 4], &x);
+    let y = root.mul_mat(q, xt).unwrap();
+    let got = bounded("remote weight", move || {
+        let v = eval(&mut root, y);
+        (v, root)
+    })
+    .0;
+    let mut cpu_ctx = Context::new(&b, 64).unwrap();
+    let cpu = cpu_position(&b);
+    let qc = upload(&mut cpu_ctx.on_device(cpu), F16, &[64, 64], &qv);
+    let xc = upload(&mut cpu_ctx.input(), F32, &[64, 4], &x);
+    let yc = cpu_ctx.mul_mat(qc, xc).unwrap();
+    assert_same("remote weight vs cpu", &got, &eval(&mut cpu_ctx, yc));
+    std::fs::remove_dir_all(dir).ok();
+}
+
+#[test]
+fn servers_from_the_environment() {
+    let _s = serial();
+    let server = Server::start(&[]);
+    let unreachable = format!("127.0.0.1:{}", free_port());
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "env_child",
+            "--exact",
+            "--ignored",
+            "--nocapture",
+            "--test-threads",
+            "1",
+        ])
+        .env(rpc::SERVERS_ENV, format!("{}, {unreachable}", server.endpoint))
+        .env("GGML_RS_TEST_EXPECT", format!("{} {unreachable}", server.endpoint))
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "child failed:\n{text}");
+    assert!(text.contains("1 passed"), "the child test did not run:\n{text}");
+}
+
+/// Runs in the child process of `servers_from_the_environment`.
+#[test]
+#[ignore = "run by servers_from_the_environment with GGML_RS_RPC_SERVERS set"]
+fn env_child() {
+    let Ok(expect) = std::env::var("GGML_RS_TEST_EXPECT") else {
+        return;
+    };
+    let (good, bad) = expect.split_once(' ').unwrap();
+    // The first enumeration adds the servers of the variable.
+    let devs = device::list();
+    let remote: Vec<_> = devs.iter().filter(|d| d.library == "RPC").collect();
+    assert_eq!(remote.len(), 1, "{devs:?}");
+    rpc_device(remote[0], good);
+    let errors = rpc::env_errors();
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(errors[0].message.contains(bad), "{}", errors[0].message);
+    assert_eq!(rpc::servers().len(), 1);
+    let be = new_backend();
+    let dev = be
+        .devices()
+        .iter()
+        .position(|d| d.library == "RPC")
+        .expect("remote device in the backend");
+    let cpu = cpu_position(&be);
+    let d = data();
+    let want = run(&be, [cpu, cpu, cpu], &d).unwrap();
+    assert_same("env server", &run(&be, [dev, dev, cpu], &d).unwrap(), &want);
+}
+
+#[repr(C)]
+struct CError {
+    status: i32,
+    message: [c_char; 1024],
+}
+impl CError {
+    fn new() -> CError {
+        CError {
+            status: 0,
+            message: [0; 1024],
+        }
+    }
+    fn text(&self) -> String {
+        unsafe { std::ffi::CStr::from_ptr(self.message.as_ptr()) }
+            .to_string_lossy()
+            .into_owned()
+    }
+}
+extern "C" {
+    fn ggml_rs_rpc_add_server(endpoint: *const c_char, err: *mut CError) -> i32;
+    fn ggml_rs_rpc_server_status(endpoint: *const c_char, err: *mut CError) -> i32;
+    fn ggml_rs_rpc_available() -> bool;
+}
