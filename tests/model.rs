@@ -131,7 +131,7 @@ fn sizing_without_allocation_matches_and_refuses_to_load() {
     let root = Context::new(&fit, 64).unwrap();
     let mut layer = root.layer(2);
     let k = layer.zeros(F16, &[64, 8]).unwrap();
-    assert!(!k.has_data());
+    assert!(data::read(k, "test").is_err(), "virtual memory must not be readable");
     assert_eq!(fit.memory().devices[0].cache[2], 64 * 8 * 2);
     std::fs::remove_dir_all(dir).ok();
 }
@@ -225,5 +225,55 @@ fn print_placements_for_the_record() {
     for (name, buft, dev, layer) in b.placements() {
         println!("{name:28} {buft:12} device {dev} layer {layer:?}");
     }
+    std::fs::remove_dir_all(dir).ok();
+}
+
+#[test]
+fn repacked_and_virtual_weights_refuse_reads_instead_of_crashing() {
+    let dir = tmpdir("reads");
+    let (path, _) = model_file(&dir);
+    let b = Backend::open(Some(&path), &params(true), &Layout::default()).unwrap();
+    b.load(&mut |_| true).unwrap();
+    for (name, buft, _, _) in b.placements() {
+        let r = data::read(b.get(&name).unwrap(), "test");
+        if buft == "CPU" {
+            assert!(r.is_ok(), "{name}");
+        } else {
+            let e = r.unwrap_err();
+            assert!(e.message.contains("cannot be read back"), "{name}: {}", e.message);
+        }
+    }
+    let fit = Backend::open(Some(&path), &params(false), &Layout::default()).unwrap();
+    let e = data::read(fit.get("token_embd.weight").unwrap(), "test").unwrap_err();
+    assert!(e.message.contains("cannot be read back"), "{}", e.message);
+    std::fs::remove_dir_all(dir).ok();
+}
+
+#[test]
+fn sizing_measures_the_same_graph_as_a_real_backend() {
+    // Weights (and cache tensors) have virtual addresses in a sizing-only
+    // backend, so they are not counted as graph memory.
+    let dir = tmpdir("graph");
+    let (path, _) = model_file(&dir);
+    let mut graphs = Vec::new();
+    for alloc in [true, false] {
+        let b = Backend::open(Some(&path), &params(alloc), &Layout::default()).unwrap();
+        let mut root = Context::new(&b, 512).unwrap();
+        let mut inp = root.input();
+        let mut cache = root.layer(1);
+        let k = cache.zeros(F32, &[64, 32]).unwrap();
+        let ids = inp.empty(I32, &[8]).unwrap();
+        let x = root.get_rows(b.get("token_embd.weight").unwrap(), ids).unwrap();
+        let h = root.mul_mat(b.get("blk.1.ffn_up.weight").unwrap(), x).unwrap();
+        let s = root.mul_mat(k, x).unwrap();
+        root.forward(&[h, s]).unwrap();
+        root.reserve().unwrap();
+        graphs.push(b.memory());
+    }
+    assert_eq!(graphs[0], graphs[1]);
+    assert!(graphs[0].devices[0].graph > 0);
+    // The graph holds activations only: far less than the 64x128 weight
+    // plus the 64x32 cache.
+    assert!(graphs[0].devices[0].graph < 16 << 10, "{}", graphs[0]);
     std::fs::remove_dir_all(dir).ok();
 }

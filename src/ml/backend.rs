@@ -212,6 +212,8 @@ impl Backend {
             let mut w = weights::create(&g, blocks, &targets, &mut memory)?;
             if params.alloc_memory {
                 weights::allocate(&mut w, &memory)?;
+            } else {
+                weights::allocate_virtual(&mut w)?;
             }
             let path = path.unwrap_or_default().to_string();
             model = Some(Model { gguf: g, path, blocks, weights: w });
@@ -307,9 +309,13 @@ impl Backend {
             .collect()
     }
     /// Bytes allocated for weights per registry device (what ggml really
-    /// allocated; compare with [`Backend::memory`]).
+    /// allocated; compare with [`Backend::memory`]). Empty for a sizing-only
+    /// backend.
     pub fn allocated_weights(&self) -> HashMap<usize, u64> {
         let mut out = HashMap::new();
+        if !self.inner.alloc_memory {
+            return out;
+        }
         if let Some(m) = &self.inner.model {
             for s in &m.weights.sets {
                 if !s.buffer.is_null() {

@@ -61,6 +61,9 @@ struct Graph {
     /// Every tensor already in the graph (nodes and leaves), to check
     /// capacity before ggml would assert on it.
     members: HashSet<usize>,
+    /// Leaves without memory of their own that the scheduler placed in its
+    /// compute buffers at the last compute/reserve (their addresses go stale).
+    sched_leafs: Vec<usize>,
     n_nodes: usize,
     n_leafs: usize,
 }
@@ -271,7 +274,17 @@ impl Context {
             self.shared.backend.inner.memory.lock().add_cache(device, layer, size as u64);
         }
         if !self.shared.backend.alloc_memory() {
-            // Sizing only: the tensor has no memory (and cannot be computed).
+            // Sizing only: a virtual buffer gives the tensor an address (so
+            // graphs measure as with real memory) but no memory.
+            let buf = crate::ml::model::virtual_buffer::new(buft, size);
+            if buf.is_null() {
+                return Err(Error::oom(format!("{OP}: cannot create a virtual buffer")));
+            }
+            self.shared.buffers.lock().push(buf);
+            let status = unsafe { sys::ggml_backend_tensor_alloc(buf, t.as_ptr(), sys::ggml_backend_buffer_get_base(buf)) };
+            if status != sys::GGML_STATUS_SUCCESS {
+                return Err(Error::oom(format!("{OP}: could not place {} in its virtual buffer", t.describe())));
+            }
             return Ok(t);
         }
         let max = unsafe { sys::ggml_backend_buft_get_max_size(buft) };
@@ -377,7 +390,7 @@ impl Context {
                 return Err(Error::oom("forward: cannot allocate the graph"));
             }
             let graph = unsafe { sys::ggml_new_graph_custom(ctx, n, false) };
-            self.graph = Some(Graph { ctx, graph, members: HashSet::new(), n_nodes: 0, n_leafs: 0 });
+            self.graph = Some(Graph { ctx, graph, members: HashSet::new(), sched_leafs: Vec::new(), n_nodes: 0, n_leafs: 0 });
         }
         Ok(self.graph.as_mut().unwrap())
     }
@@ -438,16 +451,33 @@ impl Context {
     /// every intermediate afresh (a graph may be computed many times as it
     /// grows; stale addresses would overlap new ones).
     fn reset_allocations(&mut self) {
-        let Some(g) = self.graph.as_ref() else { return };
+        // Never dereference a tensor's buffer here: the scheduler frees and
+        // re-creates its compute buffers when another context's graph needs
+        // more, so a node's old buffer pointer may be dangling.
+        let Some(g) = self.graph.as_mut() else { return };
         for &key in &g.members {
             let t = unsafe { &mut *(key as *mut sys::ggml_tensor) };
-            let compute_owned = !t.buffer.is_null()
-                && unsafe { sys::ggml_backend_buffer_get_usage(t.buffer) } == sys::GGML_BACKEND_BUFFER_USAGE_COMPUTE;
-            if (!t.view_src.is_null() && !is_leaf(t)) || compute_owned {
+            if !is_leaf(t) {
+                // Op results (and views, re-derived from their source).
                 t.data = std::ptr::null_mut();
                 t.buffer = std::ptr::null_mut();
             }
         }
+        for key in g.sched_leafs.drain(..) {
+            let t = unsafe { &mut *(key as *mut sys::ggml_tensor) };
+            t.data = std::ptr::null_mut();
+            t.buffer = std::ptr::null_mut();
+        }
+        // Leaves that still have no memory will be placed by the scheduler.
+        g.sched_leafs = g
+            .members
+            .iter()
+            .copied()
+            .filter(|&key| {
+                let t = unsafe { &*(key as *const sys::ggml_tensor) };
+                is_leaf(t) && t.data.is_null()
+            })
+            .collect();
     }
 
     /// False when the graph has no node with elements: nothing to compute,
@@ -461,7 +491,7 @@ impl Context {
     /// Every node must be supported by some device of the scheduler, or
     /// ggml would abort while splitting the graph; row ids that are host data
     /// must be in range, or ggml's CPU kernels would abort.
-    fn check_nodes(&self) -> Result<()> {
+    fn check_nodes(&self, check_ids: bool) -> Result<()> {
         let Some(g) = self.graph.as_ref() else { return Ok(()) };
         let inner = &self.shared.backend.inner;
         let n = unsafe { sys::ggml_graph_n_nodes(g.graph) };
@@ -476,7 +506,9 @@ impl Context {
                     t.describe()
                 )));
             }
-            super::ops::index::check_row_ids(unsafe { Tensor::from_raw(node) }.unwrap())?;
+            if check_ids {
+                super::ops::index::check_row_ids(unsafe { Tensor::from_raw(node) }.unwrap())?;
+            }
         }
         Ok(())
     }
@@ -514,7 +546,7 @@ impl Context {
         if !self.has_work() {
             return Ok(());
         }
-        self.check_nodes()?;
+        self.check_nodes(true)?;
         let inner = self.shared.backend.inner.clone();
         let _guard = inner.compute_lock.lock();
         if !inner.alloc_memory {
@@ -554,7 +586,7 @@ impl Context {
         if !self.has_work() {
             return Ok(vec![0; n]);
         }
-        self.check_nodes()?;
+        self.check_nodes(false)?;
         let _guard = inner.compute_lock.lock();
         self.reset_allocations();
         let graph = self.graph.as_ref().unwrap().graph;
@@ -576,7 +608,7 @@ impl Context {
         if !self.has_work() {
             return Ok(vec![0; n]);
         }
-        self.check_nodes()?;
+        self.check_nodes(false)?;
         let _guard = inner.compute_lock.lock();
         self.reset_allocations();
         let graph = self.graph.as_ref().unwrap().graph;

@@ -3,6 +3,24 @@
 use super::{Error, Result, Tensor};
 use crate::sys;
 
+/// The tensor has memory that this process can read (`read`) or write.
+fn need_memory_for(t: Tensor, op: &str, read: bool) -> Result<()> {
+    need_memory(t, op)?;
+    let buf = t.raw().buffer;
+    let ops = unsafe { sys::internal::iface(buf) };
+    let supported = if read { ops.get_tensor.is_some() } else { ops.set_tensor.is_some() };
+    if supported {
+        return Ok(());
+    }
+    let buft = unsafe { std::ffi::CStr::from_ptr(sys::ggml_backend_buft_name(sys::ggml_backend_buffer_get_type(buf))) };
+    Err(Error::unsupported(format!(
+        "{op}: {} lives in a {} buffer that cannot be {} (repacked weights, or a sizing-only backend)",
+        t.describe(),
+        buft.to_string_lossy(),
+        if read { "read back" } else { "written" }
+    )))
+}
+
 fn need_memory(t: Tensor, op: &str) -> Result<()> {
     if t.has_data() {
         Ok(())
@@ -16,7 +34,7 @@ fn need_memory(t: Tensor, op: &str) -> Result<()> {
 
 /// Overwrites the whole (contiguous) tensor with `data`.
 pub fn write(t: Tensor, data: &[u8], op: &str) -> Result<()> {
-    need_memory(t, op)?;
+    need_memory_for(t, op, false)?;
     if !t.is_contiguous() {
         return Err(Error::shape(format!("{op}: cannot write into non-contiguous {}", t.describe())));
     }
@@ -42,7 +60,7 @@ pub fn read(t: Tensor, op: &str) -> Result<Vec<u8>> {
     if t.nelements() == 0 {
         return Ok(Vec::new());
     }
-    need_memory(t, op)?;
+    need_memory_for(t, op, true)?;
     let n = t.nbytes();
     let mut raw = vec![0u8; n];
     unsafe { sys::ggml_backend_tensor_get(t.as_ptr(), raw.as_mut_ptr().cast(), 0, n) };

@@ -5,7 +5,57 @@
 
 include!("bindings.rs");
 
+/// cbindgen:ignore
 /// Set on a node by the CPU kernels of get_rows, set_rows, add_id and
 /// mul_mat_id when they skipped an out-of-range row id (added by
 /// scripts/patches/03-cpu-row-id-errors.sh; ggml's own flags use bits 0-4).
 pub const GGML_RS_FLAG_BAD_ROW_ID: i32 = 1 << 30;
+
+/// Mirrors of ggml's internal buffer structs (`src/ggml-backend-impl.h` of
+/// the pinned ggml; not in its public headers). Used to see which
+/// operations a buffer supports (a repacking CPU buffer cannot be read
+/// back) and to make the virtual buffers of sizing-only backends.
+///
+/// cbindgen:ignore
+pub mod internal {
+    use super::*;
+
+    #[repr(C)]
+    #[derive(Clone, Copy)]
+    pub struct ggml_backend_buffer_i {
+        pub free_buffer: Option<unsafe extern "C" fn(ggml_backend_buffer_t)>,
+        pub get_base: Option<unsafe extern "C" fn(ggml_backend_buffer_t) -> *mut ::std::os::raw::c_void>,
+        pub init_tensor: Option<unsafe extern "C" fn(ggml_backend_buffer_t, *mut ggml_tensor) -> ggml_status>,
+        pub memset_tensor: Option<unsafe extern "C" fn(ggml_backend_buffer_t, *mut ggml_tensor, u8, usize, usize)>,
+        pub set_tensor: Option<unsafe extern "C" fn(ggml_backend_buffer_t, *mut ggml_tensor, *const ::std::os::raw::c_void, usize, usize)>,
+        pub get_tensor: Option<unsafe extern "C" fn(ggml_backend_buffer_t, *const ggml_tensor, *mut ::std::os::raw::c_void, usize, usize)>,
+        pub set_tensor_2d: Option<unsafe extern "C" fn(ggml_backend_buffer_t, *mut ggml_tensor, *const ::std::os::raw::c_void, usize, usize, usize, usize, usize)>,
+        pub get_tensor_2d: Option<unsafe extern "C" fn(ggml_backend_buffer_t, *const ggml_tensor, *mut ::std::os::raw::c_void, usize, usize, usize, usize, usize)>,
+        pub cpy_tensor: Option<unsafe extern "C" fn(ggml_backend_buffer_t, *const ggml_tensor, *mut ggml_tensor) -> bool>,
+        pub clear: Option<unsafe extern "C" fn(ggml_backend_buffer_t, u8)>,
+        pub reset: Option<unsafe extern "C" fn(ggml_backend_buffer_t)>,
+    }
+
+    #[repr(C)]
+    pub struct ggml_backend_buffer_layout {
+        pub iface: ggml_backend_buffer_i,
+        pub buft: ggml_backend_buffer_type_t,
+        pub context: *mut ::std::os::raw::c_void,
+        pub size: usize,
+        pub usage: ggml_backend_buffer_usage,
+    }
+
+    extern "C" {
+        pub fn ggml_backend_buffer_init(
+            buft: ggml_backend_buffer_type_t,
+            iface: ggml_backend_buffer_i,
+            context: *mut ::std::os::raw::c_void,
+            size: usize,
+        ) -> ggml_backend_buffer_t;
+    }
+
+    /// The buffer's operations (read through the mirror above).
+    pub unsafe fn iface(buf: ggml_backend_buffer_t) -> ggml_backend_buffer_i {
+        (*(buf as *const ggml_backend_buffer_layout)).iface
+    }
+}

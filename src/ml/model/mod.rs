@@ -4,6 +4,7 @@
 pub mod load;
 pub mod memory;
 pub mod placement;
+pub(crate) mod virtual_buffer;
 pub mod weights;
 
 pub use memory::{DeviceMemory, Memory};

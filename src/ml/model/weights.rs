@@ -160,6 +160,21 @@ pub(crate) fn create(gguf: &Gguf, blocks: usize, t: &Targets, memory: &mut Memor
                 made.push(existing);
                 continue;
             }
+            // The tied output head of a model without one: when the output
+            // layer stays on the CPU, reuse the embeddings instead of a
+            // second copy in the same memory (encoders such as BERT never
+            // use it; decoders read it with a matmul either way).
+            if target.name == "output.weight" && info.name == "token_embd.weight" {
+                let out_dev = t.layout.layer_devices.get(blocks).copied().flatten();
+                if out_dev.is_none() {
+                    if let Some(&emb) = weights.by_name.get("token_embd.weight") {
+                        weights.by_name.insert(target.name.clone(), emb);
+                        let set = weights.placed.iter().find(|p| p.0 == "token_embd.weight").map(|p| p.1).unwrap_or(0);
+                        weights.placed.push((target.name.clone(), set, Some(blocks)));
+                        continue;
+                    }
+                }
+            }
             let (device, layer, candidate) = match target.slot {
                 Slot::Input => (t.cpu_device, None, false),
                 Slot::Layer(l) => {
@@ -208,6 +223,40 @@ pub(crate) fn create(gguf: &Gguf, blocks: usize, t: &Targets, memory: &mut Memor
         weights.sources.push(made);
     }
     Ok(weights)
+}
+
+/// Gives the weights virtual addresses (sizing-only backends), so graphs
+/// are measured as if the weights were in memory.
+pub(crate) fn allocate_virtual(weights: &mut Weights) -> Result<()> {
+    for set in weights.sets.iter_mut() {
+        let align = unsafe { sys::ggml_backend_buft_get_alignment(set.buft) }.max(1);
+        let mut tensors = Vec::new();
+        let mut size = 0usize;
+        let mut t = unsafe { sys::ggml_get_first_tensor(set.ctx) };
+        while !t.is_null() {
+            let s = unsafe { sys::ggml_backend_buft_get_alloc_size(set.buft, t) };
+            tensors.push((t, size));
+            size += s.div_ceil(align) * align;
+            t = unsafe { sys::ggml_get_next_tensor(set.ctx, t) };
+        }
+        if tensors.is_empty() {
+            continue;
+        }
+        let buf = super::virtual_buffer::new(set.buft, size);
+        if buf.is_null() {
+            return Err(Error::oom("load: cannot create a virtual weight buffer"));
+        }
+        set.buffer = buf;
+        let base = unsafe { sys::ggml_backend_buffer_get_base(buf) } as usize;
+        for (t, off) in tensors {
+            let status = unsafe { sys::ggml_backend_tensor_alloc(buf, t, (base + off) as *mut std::ffi::c_void) };
+            if status != sys::GGML_STATUS_SUCCESS {
+                return Err(Error::oom("load: cannot place a weight in its virtual buffer"));
+            }
+        }
+        unsafe { sys::ggml_backend_buffer_set_usage(buf, sys::GGML_BACKEND_BUFFER_USAGE_WEIGHTS) };
+    }
+    Ok(())
 }
 
 /// Allocates one buffer per buffer type (marked as holding weights, which

@@ -385,7 +385,7 @@ pub fn check_row_ids(node: Tensor) -> Result<()> {
         return Ok(());
     }
     let n = ids.nbytes();
-    if offs + n > root.nbytes() {
+    if offs + n > root.nbytes() || unsafe { sys::internal::iface(rr.buffer) }.get_tensor.is_none() {
         return Ok(());
     }
     let mut raw = vec![0u8; n];
