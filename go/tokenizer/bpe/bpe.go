@@ -1,0 +1,228 @@
+// Package bpe is byte-level byte-pair encoding (GPT-2 style; GGUF
+// tokenizer.ggml.model "gpt2"): text is split into pieces by a
+// pre-tokenizer, each piece's UTF-8 bytes are mapped to printable runes,
+// and adjacent symbols are merged by the rank of the vocabulary's merges.
+package bpe
+
+import (
+	"fmt"
+	"strings"
+	"unicode/utf8"
+)
+
+// Token types of GGUF's tokenizer.ggml.token_type.
+const (
+	TypeNormal      = 1
+	TypeUnknown     = 2
+	TypeControl     = 3
+	TypeUserDefined = 4
+	TypeUnused      = 5
+	TypeByte        = 6
+)
+
+// byteRune maps each byte to the printable rune GPT-2 uses for it; runeByte
+// is its inverse.
+var (
+	byteRune [256]rune
+	runeByte = map[rune]byte{}
+)
+
+func init() {
+	n := 0
+	for b := 0; b < 256; b++ {
+		printable := (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF)
+		if printable {
+			byteRune[b] = rune(b)
+		} else {
+			byteRune[b] = rune(256 + n)
+			n++
+		}
+		runeByte[byteRune[b]] = byte(b)
+	}
+}
+
+// ByteRune is the rune that stands for byte b in a byte-level vocabulary.
+func ByteRune(b byte) rune { return byteRune[b] }
+
+// Tokenizer is a byte-level BPE tokenizer.
+type Tokenizer struct {
+	tokens  []string
+	types   []int32
+	vocab   map[string]int32
+	ranks   map[[2]string]int
+	pre     PreTokenizer
+	special []string // control and user-defined tokens, longest first
+	BOS     int32    // -1: none
+	EOS     int32
+	AddBOS  bool
+}
+
+// New builds a tokenizer. types may be nil (all normal); pre names the
+// pre-tokenizer (see Pre).
+func New(tokens []string, types []int32, merges []string, pre string) (*Tokenizer, error) {
+	if types != nil && len(types) != len(tokens) {
+		return nil, fmt.Errorf("bpe: %d token types for %d tokens", len(types), len(tokens))
+	}
+	t := &Tokenizer{tokens: tokens, types: types, vocab: make(map[string]int32, len(tokens)),
+		ranks: make(map[[2]string]int, len(merges)), BOS: -1, EOS: -1}
+	t.pre, _ = Pre(pre)
+	for i, s := range tokens {
+		if _, dup := t.vocab[s]; !dup {
+			t.vocab[s] = int32(i)
+		}
+		if ty := t.typ(int32(i)); (ty == TypeControl || ty == TypeUserDefined) && s != "" {
+			t.special = append(t.special, s)
+		}
+	}
+	for r, m := range merges {
+		a, b, ok := strings.Cut(m, " ")
+		if !ok {
+			return nil, fmt.Errorf("bpe: merge %d (%q) is not two symbols", r, m)
+		}
+		if _, dup := t.ranks[[2]string{a, b}]; !dup {
+			t.ranks[[2]string{a, b}] = r
+		}
+	}
+	// Longest first, so a special token that contains another wins.
+	for i := 1; i < len(t.special); i++ {
+		for j := i; j > 0 && len(t.special[j]) > len(t.special[j-1]); j-- {
+			t.special[j], t.special[j-1] = t.special[j-1], t.special[j]
+		}
+	}
+	return t, nil
+}
+
+func (t *Tokenizer) typ(id int32) int32 {
+	if t.types == nil {
+		return TypeNormal
+	}
+	return t.types[id]
+}
+
+// Vocab is the number of tokens.
+func (t *Tokenizer) Vocab() int { return len(t.tokens) }
+
+// Token returns id's text (as stored in the vocabulary).
+func (t *Tokenizer) Token(id int32) string { return t.tokens[id] }
+
+// Encode tokenizes text. Control and user-defined tokens written in the
+// text are recognised when special is true; with addBOS the BOS token
+// (if any, and if AddBOS) is prepended.
+func (t *Tokenizer) Encode(text string, special bool) []int32 {
+	var ids []int32
+	if special && t.AddBOS && t.BOS >= 0 {
+		ids = append(ids, t.BOS)
+	}
+	for len(text) > 0 {
+		at, tok := len(text), ""
+		if special {
+			at, tok = findSpecial(text, t.special)
+		}
+		for _, piece := range t.pre(text[:at]) {
+			ids = t.encodePiece(ids, piece)
+		}
+		if tok == "" {
+			break
+		}
+		ids = append(ids, t.vocab[tok])
+		text = text[at+len(tok):]
+	}
+	return ids
+}
+
+// findSpecial finds the first occurrence of any of specials (longest
+// first at a position): its offset and text, or len(s) and "".
+func findSpecial(s string, specials []string) (int, string) {
+	best, tok := len(s), ""
+	for _, sp := range specials {
+		if i := strings.Index(s, sp); i >= 0 && (i < best || (i == best && len(sp) > len(tok))) {
+			best, tok = i, sp
+		}
+	}
+	return best, tok
+}
+
+func (t *Tokenizer) encodePiece(ids []int32, piece string) []int32 {
+	var mapped []rune
+	for i := 0; i < len(piece); i++ {
+		mapped = append(mapped, byteRune[piece[i]])
+	}
+	if id, ok := t.vocab[string(mapped)]; ok {
+		return append(ids, id)
+	}
+	syms := make([]string, len(mapped))
+	for i, r := range mapped {
+		syms[i] = string(r)
+	}
+	for len(syms) > 1 {
+		best, at := -1, -1
+		for i := 0; i+1 < len(syms); i++ {
+			if r, ok := t.ranks[[2]string{syms[i], syms[i+1]}]; ok && (best < 0 || r < best) {
+				best, at = r, i
+			}
+		}
+		if at < 0 {
+			break
+		}
+		syms[at] += syms[at+1]
+		syms = append(syms[:at+1], syms[at+2:]...)
+	}
+	for _, s := range syms {
+		if id, ok := t.vocab[s]; ok {
+			ids = append(ids, id)
+			continue
+		}
+		// Not in the vocabulary (a broken one): fall back to its runes.
+		for _, r := range s {
+			if id, ok := t.vocab[string(r)]; ok {
+				ids = append(ids, id)
+			}
+		}
+	}
+	return ids
+}
+
+// DecodeBytes is the bytes of ids; control tokens give nothing,
+// user-defined ones their text.
+func (t *Tokenizer) DecodeBytes(ids []int32) []byte {
+	var out []byte
+	for _, id := range ids {
+		if id < 0 || int(id) >= len(t.tokens) {
+			continue
+		}
+		s := t.tokens[id]
+		switch t.typ(id) {
+		case TypeControl, TypeUnused:
+			continue
+		case TypeUserDefined:
+			out = append(out, s...)
+			continue
+		}
+		for _, r := range s {
+			if b, ok := runeByte[r]; ok {
+				out = append(out, b)
+			} else {
+				out = utf8.AppendRune(out, r)
+			}
+		}
+	}
+	return out
+}
+
+// Decode is the text of ids.
+func (t *Tokenizer) Decode(ids []int32) string { return string(t.DecodeBytes(ids)) }
+
+// IsEOG reports whether id ends generation (EOS or a control token
+// named like an end-of-turn).
+func (t *Tokenizer) IsEOG(id int32) bool {
+	if id == t.EOS {
+		return true
+	}
+	if id >= 0 && int(id) < len(t.tokens) && t.typ(id) == TypeControl {
+		switch t.tokens[id] {
+		case "<|eot_id|>", "<|im_end|>", "<|endoftext|>", "<|end_of_text|>", "<|eom_id|>":
+			return true
+		}
+	}
+	return false
+}

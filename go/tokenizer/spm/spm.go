@@ -1,0 +1,232 @@
+// Package spm is SentencePiece-style BPE (GGUF tokenizer.ggml.model
+// "llama"): spaces become "▁" (with a leading one added), adjacent
+// symbols are merged best score first when the merge is a token, and
+// what is left outside the vocabulary falls back to <0xXX> byte tokens.
+package spm
+
+import (
+	"fmt"
+	"strings"
+	"unicode/utf8"
+)
+
+// Token types of GGUF's tokenizer.ggml.token_type.
+const (
+	TypeNormal      = 1
+	TypeUnknown     = 2
+	TypeControl     = 3
+	TypeUserDefined = 4
+	TypeUnused      = 5
+	TypeByte        = 6
+)
+
+const space = "▁"
+
+// Tokenizer is a SentencePiece-style tokenizer.
+type Tokenizer struct {
+	tokens   []string
+	scores   []float32
+	types    []int32
+	vocab    map[string]int32
+	bytes    [256]int32 // <0xXX> ids, -1 if absent
+	special  []string
+	BOS, EOS int32
+	UNK      int32
+	AddBOS   bool
+	// AddSpacePrefix adds "▁" before the text (and Decode drops it).
+	AddSpacePrefix bool
+}
+
+// New builds a tokenizer; scores and types may be nil.
+func New(tokens []string, scores []float32, types []int32) (*Tokenizer, error) {
+	if (scores != nil && len(scores) != len(tokens)) || (types != nil && len(types) != len(tokens)) {
+		return nil, fmt.Errorf("spm: %d tokens, %d scores, %d types", len(tokens), len(scores), len(types))
+	}
+	t := &Tokenizer{tokens: tokens, scores: scores, types: types, vocab: make(map[string]int32, len(tokens)),
+		BOS: -1, EOS: -1, UNK: -1, AddBOS: true, AddSpacePrefix: true}
+	for i := range t.bytes {
+		t.bytes[i] = -1
+	}
+	for i, s := range tokens {
+		id := int32(i)
+		switch t.typ(id) {
+		case TypeByte:
+			var b byte
+			if _, err := fmt.Sscanf(s, "<0x%02X>", &b); err == nil {
+				t.bytes[b] = id
+			}
+			continue
+		case TypeUnknown:
+			if t.UNK < 0 {
+				t.UNK = id
+			}
+		case TypeControl, TypeUserDefined:
+			if s != "" {
+				t.special = append(t.special, s)
+			}
+		}
+		if _, dup := t.vocab[s]; !dup {
+			t.vocab[s] = id
+		}
+	}
+	return t, nil
+}
+
+func (t *Tokenizer) typ(id int32) int32 {
+	if t.types == nil {
+		return TypeNormal
+	}
+	return t.types[id]
+}
+
+func (t *Tokenizer) score(id int32) float32 {
+	if t.scores == nil {
+		return 0
+	}
+	return t.scores[id]
+}
+
+// Vocab is the number of tokens.
+func (t *Tokenizer) Vocab() int { return len(t.tokens) }
+
+// Encode tokenizes text; with special, control and user-defined tokens in
+// the text are recognised and BOS is prepended (if AddBOS).
+func (t *Tokenizer) Encode(text string, special bool) []int32 {
+	var ids []int32
+	if special && t.AddBOS && t.BOS >= 0 {
+		ids = append(ids, t.BOS)
+	}
+	first := true
+	for len(text) > 0 {
+		at, tok := len(text), ""
+		if special {
+			at, tok = findSpecial(text, t.special)
+		}
+		if at > 0 {
+			seg := strings.ReplaceAll(text[:at], " ", space)
+			if first && t.AddSpacePrefix {
+				seg = space + seg
+			}
+			ids = t.encodeSegment(ids, seg)
+		}
+		first = false
+		if tok == "" {
+			break
+		}
+		ids = append(ids, t.vocab[tok])
+		text = text[at+len(tok):]
+	}
+	return ids
+}
+
+func findSpecial(s string, specials []string) (int, string) {
+	best, tok := len(s), ""
+	for _, sp := range specials {
+		if i := strings.Index(s, sp); i >= 0 && (i < best || (i == best && len(sp) > len(tok))) {
+			best, tok = i, sp
+		}
+	}
+	return best, tok
+}
+
+func (t *Tokenizer) encodeSegment(ids []int32, s string) []int32 {
+	var syms []string
+	for _, r := range s {
+		syms = append(syms, string(r))
+	}
+	// Merge the best-scoring adjacent pair that is a token (leftmost on
+	// ties) until none is.
+	for len(syms) > 1 {
+		at := -1
+		var best float32
+		for i := 0; i+1 < len(syms); i++ {
+			if id, ok := t.vocab[syms[i]+syms[i+1]]; ok && (t.typ(id) == TypeNormal || t.typ(id) == TypeUserDefined) {
+				if sc := t.score(id); at < 0 || sc > best {
+					at, best = i, sc
+				}
+			}
+		}
+		if at < 0 {
+			break
+		}
+		syms[at] += syms[at+1]
+		syms = append(syms[:at+1], syms[at+2:]...)
+	}
+	for _, sym := range syms {
+		if id, ok := t.vocab[sym]; ok {
+			ids = append(ids, id)
+			continue
+		}
+		for i := 0; i < len(sym); i++ {
+			switch {
+			case t.bytes[sym[i]] >= 0:
+				ids = append(ids, t.bytes[sym[i]])
+			case t.UNK >= 0:
+				ids = append(ids, t.UNK)
+				// One unknown token for the whole symbol.
+				i = len(sym)
+			}
+		}
+	}
+	return ids
+}
+
+// DecodeBytes is the bytes of ids: byte tokens give their byte, "▁" a
+// space; control tokens give nothing. With AddSpacePrefix, a leading space
+// of the first token of ids is dropped when dropLeading.
+func (t *Tokenizer) DecodeBytes(ids []int32, dropLeading bool) []byte {
+	var out []byte
+	for k, id := range ids {
+		if id < 0 || int(id) >= len(t.tokens) {
+			continue
+		}
+		s := t.tokens[id]
+		switch t.typ(id) {
+		case TypeControl, TypeUnused:
+			continue
+		case TypeByte:
+			var b byte
+			if _, err := fmt.Sscanf(s, "<0x%02X>", &b); err == nil {
+				out = append(out, b)
+			}
+			continue
+		case TypeUnknown:
+			out = append(out, " \u2047 "...)
+			continue
+		}
+		s = strings.ReplaceAll(s, space, " ")
+		if k == 0 && dropLeading && t.AddSpacePrefix {
+			s = strings.TrimPrefix(s, " ")
+		}
+		out = append(out, s...)
+	}
+	return out
+}
+
+// Decode is the text of ids (a sequence from the start: its leading space
+// prefix is dropped).
+func (t *Tokenizer) Decode(ids []int32) string {
+	first := 0
+	for first < len(ids) && ids[first] >= 0 && int(ids[first]) < len(t.tokens) && t.typ(ids[first]) == TypeControl {
+		first++
+	}
+	b := t.DecodeBytes(ids[first:], true)
+	if !utf8.Valid(b) {
+		return strings.ToValidUTF8(string(b), "\uFFFD")
+	}
+	return string(b)
+}
+
+// IsEOG reports whether id ends generation.
+func (t *Tokenizer) IsEOG(id int32) bool {
+	if id == t.EOS {
+		return true
+	}
+	if id >= 0 && int(id) < len(t.tokens) && t.typ(id) == TypeControl {
+		switch t.tokens[id] {
+		case "<end_of_turn>", "<|end|>", "<|eot_id|>", "<|im_end|>":
+			return true
+		}
+	}
+	return false
+}
