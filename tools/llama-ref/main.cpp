@@ -1,0 +1,329 @@
+// llama-ref: the llama.cpp reference for ggml-rs's parity tests and benchmarks.
+//
+// Calls only llama.cpp's public API (llama.h, ggml-cpu.h) of the pinned
+// sources in .cache/llama.cpp; see tools/llama-ref/CMakeLists.txt.
+//
+//   llama-ref logits [-all] [-t N] [-fa on|off|auto] MODEL TOKEN...
+//       JSON {"model","n_vocab","tokens","logits"}: the logits of the last
+//       position, or with -all one row per position.
+//   llama-ref greedy [-n 64] [-t N] [-fa ...] MODEL TOKEN...
+//       JSON {"model","prompt","tokens"}: a greedy continuation (argmax of the
+//       last position, one token per llama_decode).
+//   llama-ref bench [-p 512] [-n 128] [-r 3] [-t N] [-fa ...] [-json] MODEL
+//       llama-bench-style pp<p> and tg<n> tokens/s, mean and sd over -r
+//       repetitions after one warm-up each: pp decodes a random prompt of p
+//       tokens (one llama_decode per n_batch), tg decodes n random tokens one
+//       per llama_decode from an empty cache; the KV cache is cleared before
+//       each run, and the CPU threads run in one polling threadpool.
+//
+// TOKEN arguments may also be comma-separated lists.
+#include "llama.h"
+#include "ggml-cpu.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+struct Opts {
+    std::string cmd, model;
+    std::vector<llama_token> tokens;
+    bool all = false, json = false, verbose = false;
+    int threads = 0, n_pred = 64, n_prompt = 512, n_gen = 128, reps = 3;
+    llama_flash_attn_type fa = LLAMA_FLASH_ATTN_TYPE_AUTO;
+};
+
+[[noreturn]] void die(const char * fmt, const char * arg = "") {
+    fprintf(stderr, "llama-ref: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\n");
+    exit(1);
+}
+
+void usage() {
+    fprintf(stderr,
+            "usage: llama-ref logits [-all] [-t N] [-fa on|off|auto] MODEL TOKEN...\n"
+            "       llama-ref greedy [-n 64] [-t N] [-fa on|off|auto] MODEL TOKEN...\n"
+            "       llama-ref bench [-p 512] [-n 128] [-r 3] [-t N] [-fa on|off|auto] [-json] MODEL\n");
+    exit(2);
+}
+
+int to_int(const char * s) {
+    char * end = nullptr;
+    long v = strtol(s, &end, 10);
+    if (!*s || *end) die("not an integer: %s", s);
+    return (int) v;
+}
+
+Opts parse(int argc, char ** argv) {
+    if (argc < 2) usage();
+    Opts o;
+    o.cmd = argv[1];
+    std::vector<std::string> pos;
+    for (int i = 2; i < argc; i++) {
+        std::string a = argv[i];
+        auto next = [&]() -> const char * { if (i + 1 >= argc) die("%s needs a value", argv[i]); return argv[++i]; };
+        if (a == "-all") o.all = true;
+        else if (a == "-json") o.json = true;
+        else if (a == "-v") o.verbose = true;
+        else if (a == "-t") o.threads = to_int(next());
+        else if (a == "-p") o.n_prompt = to_int(next());
+        else if (a == "-r") o.reps = to_int(next());
+        else if (a == "-n") { int v = to_int(next()); o.n_pred = v; o.n_gen = v; }
+        else if (a == "-fa") {
+            std::string v = next();
+            if (v == "on" || v == "1") o.fa = LLAMA_FLASH_ATTN_TYPE_ENABLED;
+            else if (v == "off" || v == "0") o.fa = LLAMA_FLASH_ATTN_TYPE_DISABLED;
+            else if (v == "auto") o.fa = LLAMA_FLASH_ATTN_TYPE_AUTO;
+            else die("-fa: on, off or auto, not %s", v.c_str());
+        } else if (a == "-h" || a == "--help") usage();
+        else if (a.size() > 1 && a[0] == '-' && !isdigit((unsigned char) a[1])) die("unknown option %s", a.c_str());
+        else pos.push_back(a);
+    }
+    if (pos.empty()) usage();
+    o.model = pos[0];
+    for (size_t i = 1; i < pos.size(); i++) {
+        std::string s = pos[i];
+        size_t start = 0;
+        while (start <= s.size()) {
+            size_t comma = s.find(',', start);
+            std::string t = s.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+            if (!t.empty()) o.tokens.push_back(to_int(t.c_str()));
+            if (comma == std::string::npos) break;
+            start = comma + 1;
+        }
+    }
+    if (o.threads <= 0) o.threads = std::max(1u, std::thread::hardware_concurrency());
+    if (o.reps < 1) die("-r must be at least 1");
+    return o;
+}
+
+void quiet_log(ggml_log_level level, const char * text, void *) {
+    if (level == GGML_LOG_LEVEL_ERROR) fputs(text, stderr);
+}
+
+struct Session {
+    llama_model * model = nullptr;
+    llama_context * ctx = nullptr;
+    ggml_threadpool * tp = nullptr;
+    int n_vocab = 0;
+    int n_batch = 0;
+
+    Session(const Opts & o, int n_ctx, int n_batch_) {
+        llama_model_params mp = llama_model_default_params();
+        mp.n_gpu_layers = 0;
+        model = llama_model_load_from_file(o.model.c_str(), mp);
+        if (!model) die("cannot load %s", o.model.c_str());
+        n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model));
+        llama_context_params cp = llama_context_default_params();
+        cp.n_ctx = (uint32_t) std::max(n_ctx, 64);
+        n_batch = std::max(n_batch_, 1);
+        cp.n_batch = (uint32_t) n_batch;
+        cp.n_ubatch = (uint32_t) std::min(n_batch, 512);
+        cp.n_seq_max = 1;
+        cp.n_threads = o.threads;
+        cp.n_threads_batch = o.threads;
+        cp.flash_attn_type = o.fa;
+        cp.no_perf = true;
+        ctx = llama_init_from_model(model, cp);
+        if (!ctx) die("cannot create a context for %s", o.model.c_str());
+        // As llama-bench: one threadpool for the whole run, polling between graphs.
+        ggml_threadpool_params tpp = ggml_threadpool_params_default(o.threads);
+        tpp.poll = 50;
+        tp = ggml_threadpool_new(&tpp);
+        if (!tp) die("cannot create a threadpool");
+        llama_attach_threadpool(ctx, tp, nullptr);
+    }
+    ~Session() {
+        llama_free(ctx);
+        ggml_threadpool_free(tp);
+        llama_model_free(model);
+    }
+    void clear() { llama_memory_clear(llama_get_memory(ctx), false); }
+
+    // Decodes tokens in chunks of n_batch; outputs: logits of every position
+    // when all, else of the last one only.
+    void decode(const std::vector<llama_token> & toks, int pos0, bool all) {
+        llama_batch b = llama_batch_init(n_batch, 0, 1);
+        for (size_t i = 0; i < toks.size(); i += n_batch) {
+            size_t n = std::min(toks.size() - i, (size_t) n_batch);
+            b.n_tokens = (int32_t) n;
+            for (size_t j = 0; j < n; j++) {
+                b.token[j] = toks[i + j];
+                b.pos[j] = (llama_pos) (pos0 + i + j);
+                b.n_seq_id[j] = 1;
+                b.seq_id[j][0] = 0;
+                b.logits[j] = all || (i + j == toks.size() - 1);
+            }
+            int rc = llama_decode(ctx, b);
+            if (rc != 0) { llama_batch_free(b); die("llama_decode failed (%s)", std::to_string(rc).c_str()); }
+        }
+        llama_batch_free(b);
+    }
+};
+
+void check_tokens(const Opts & o, const Session & s) {
+    if (o.tokens.empty()) die("no tokens");
+    for (llama_token t : o.tokens)
+        if (t < 0 || t >= s.n_vocab) die("token %s out of range", std::to_string(t).c_str());
+}
+
+void print_ints(const std::vector<llama_token> & v) {
+    printf("[");
+    for (size_t i = 0; i < v.size(); i++) printf(i ? ",%d" : "%d", v[i]);
+    printf("]");
+}
+
+void print_floats(const float * v, int n) {
+    printf("[");
+    for (int i = 0; i < n; i++) printf(i ? ",%.9g" : "%.9g", v[i]);
+    printf("]");
+}
+
+std::string json_str(const std::string & s) {
+    std::string r = "\"";
+    for (char c : s) {
+        if (c == '"' || c == '\\') { r += '\\'; r += c; }
+        else if ((unsigned char) c < 0x20) { char buf[8]; snprintf(buf, sizeof buf, "\\u%04x", c); r += buf; }
+        else r += c;
+    }
+    return r + "\"";
+}
+
+int cmd_logits(const Opts & o) {
+    int n = (int) o.tokens.size();
+    Session s(o, n, n);
+    check_tokens(o, s);
+    s.decode(o.tokens, 0, o.all);
+    printf("{\"model\":%s,\"n_vocab\":%d,\"tokens\":", json_str(o.model).c_str(), s.n_vocab);
+    print_ints(o.tokens);
+    printf(",\"logits\":");
+    if (o.all) {
+        printf("[");
+        for (int i = 0; i < n; i++) {
+            if (i) printf(",\n");
+            print_floats(llama_get_logits_ith(s.ctx, i), s.n_vocab);
+        }
+        printf("]");
+    } else {
+        print_floats(llama_get_logits_ith(s.ctx, -1), s.n_vocab);
+    }
+    printf("}\n");
+    return 0;
+}
+
+int argmax(const float * v, int n) {
+    int best = 0;
+    for (int i = 1; i < n; i++) if (v[i] > v[best]) best = i;
+    return best;
+}
+
+int cmd_greedy(const Opts & o) {
+    int n = (int) o.tokens.size();
+    Session s(o, n + o.n_pred, std::max(n, 1));
+    check_tokens(o, s);
+    s.decode(o.tokens, 0, false);
+    std::vector<llama_token> out;
+    for (int i = 0; i < o.n_pred; i++) {
+        llama_token t = argmax(llama_get_logits_ith(s.ctx, -1), s.n_vocab);
+        out.push_back(t);
+        if (i + 1 < o.n_pred) s.decode({t}, n + i, false);
+    }
+    printf("{\"model\":%s,\"prompt\":", json_str(o.model).c_str());
+    print_ints(o.tokens);
+    printf(",\"tokens\":");
+    print_ints(out);
+    printf("}\n");
+    return 0;
+}
+
+struct Stats { double mean, sd; };
+Stats stats(const std::vector<double> & v) {
+    double m = 0, q = 0;
+    for (double x : v) m += x;
+    m /= v.size();
+    for (double x : v) q += (x - m) * (x - m);
+    return {m, v.size() > 1 ? std::sqrt(q / (v.size() - 1)) : 0.0};
+}
+
+int cmd_bench(const Opts & o) {
+    using clk = std::chrono::steady_clock;
+    // n_batch as llama-bench's default (2048) covers the prompt in one call.
+    Session s(o, o.n_prompt + o.n_gen, std::max(o.n_prompt, 1));
+    char desc[256];
+    llama_model_desc(s.model, desc, sizeof desc);
+    uint32_t rng = 0x2545F491u;
+    auto rnd = [&]() -> llama_token { rng = rng * 1664525u + 1013904223u; return (llama_token) ((rng >> 8) % (uint32_t) s.n_vocab); };
+
+    auto run_pp = [&]() {
+        std::vector<llama_token> toks(o.n_prompt);
+        for (auto & t : toks) t = rnd();
+        s.clear();
+        auto t0 = clk::now();
+        s.decode(toks, 0, false);
+        llama_synchronize(s.ctx);
+        return std::chrono::duration<double>(clk::now() - t0).count();
+    };
+    auto run_tg = [&]() {
+        s.clear();
+        llama_token t = rnd();
+        auto t0 = clk::now();
+        for (int i = 0; i < o.n_gen; i++) {
+            s.decode({t}, i, false);
+            llama_synchronize(s.ctx);
+            t = rnd();
+        }
+        return std::chrono::duration<double>(clk::now() - t0).count();
+    };
+
+    std::vector<double> pp, tg;
+    if (o.n_prompt > 0) {
+        run_pp();  // warm-up
+        for (int r = 0; r < o.reps; r++) pp.push_back(o.n_prompt / run_pp());
+    }
+    if (o.n_gen > 0) {
+        run_tg();  // warm-up
+        for (int r = 0; r < o.reps; r++) tg.push_back(o.n_gen / run_tg());
+    }
+    const char * fa = o.fa == LLAMA_FLASH_ATTN_TYPE_ENABLED ? "on" : o.fa == LLAMA_FLASH_ATTN_TYPE_DISABLED ? "off" : "auto";
+    if (o.json) {
+        printf("{\"model\":%s,\"desc\":%s,\"threads\":%d,\"flash_attn\":\"%s\",\"reps\":%d", json_str(o.model).c_str(),
+               json_str(desc).c_str(), o.threads, fa, o.reps);
+        if (!pp.empty()) { Stats st = stats(pp); printf(",\"pp\":{\"n\":%d,\"tps\":%.3f,\"sd\":%.3f}", o.n_prompt, st.mean, st.sd); }
+        if (!tg.empty()) { Stats st = stats(tg); printf(",\"tg\":{\"n\":%d,\"tps\":%.3f,\"sd\":%.3f}", o.n_gen, st.mean, st.sd); }
+        printf("}\n");
+    } else {
+        printf("| %-40s | %7s | %4s | %10s | %20s |\n", "model", "threads", "fa", "test", "t/s");
+        auto row = [&](const char * kind, int n, const std::vector<double> & v) {
+            Stats st = stats(v);
+            std::string test = std::string(kind) + std::to_string(n);
+            printf("| %-40s | %7d | %4s | %10s | %11.2f ± %6.2f |\n", desc, o.threads, fa, test.c_str(), st.mean, st.sd);
+        };
+        if (!pp.empty()) row("pp", o.n_prompt, pp);
+        if (!tg.empty()) row("tg", o.n_gen, tg);
+    }
+    return 0;
+}
+
+}  // namespace
+
+int main(int argc, char ** argv) {
+    Opts o = parse(argc, argv);
+    if (!o.verbose) llama_log_set(quiet_log, nullptr);
+    llama_backend_init();
+    int rc;
+    if (o.cmd == "logits") rc = cmd_logits(o);
+    else if (o.cmd == "greedy") rc = cmd_greedy(o);
+    else if (o.cmd == "bench") rc = cmd_bench(o);
+    else usage();
+    llama_backend_free();
+    return rc;
+}
