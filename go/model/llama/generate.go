@@ -1,0 +1,123 @@
+package llama
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"ggmlrs/fs"
+	"ggmlrs/kvcache"
+	"ggmlrs/sample"
+	"ggmlrs/tokenizer/bpe"
+	"ggmlrs/tokenizer/spm"
+)
+
+// Tokenizer is what generation needs of a tokenizer.
+type Tokenizer interface {
+	Encode(text string, special bool) []int32
+	Decode(ids []int32) string
+	IsEOG(id int32) bool
+}
+
+// NewTokenizer builds the tokenizer of a model's metadata:
+// tokenizer.ggml.model "gpt2" (byte-level BPE) or "llama" (SentencePiece).
+func NewTokenizer(c fs.Config) (Tokenizer, error) {
+	tokens := c.Strings("tokenizer.ggml.tokens")
+	types := c.Ints("tokenizer.ggml.token_type")
+	id := func(key string) int32 {
+		if v, ok := c.Value(key).(uint32); ok {
+			return int32(v)
+		}
+		return -1
+	}
+	switch m := c.String("tokenizer.ggml.model"); m {
+	case "gpt2":
+		t, err := bpe.New(tokens, types, c.Strings("tokenizer.ggml.merges"), c.String("tokenizer.ggml.pre", "default"))
+		if err != nil {
+			return nil, err
+		}
+		t.BOS, t.EOS = id("tokenizer.ggml.bos_token_id"), id("tokenizer.ggml.eos_token_id")
+		t.AddBOS = c.Bool("tokenizer.ggml.add_bos_token", t.BOS >= 0)
+		return t, nil
+	case "llama":
+		t, err := spm.New(tokens, c.Floats("tokenizer.ggml.scores"), types)
+		if err != nil {
+			return nil, err
+		}
+		t.BOS, t.EOS = id("tokenizer.ggml.bos_token_id"), id("tokenizer.ggml.eos_token_id")
+		if u := id("tokenizer.ggml.unknown_token_id"); u >= 0 {
+			t.UNK = u
+		}
+		t.AddBOS = c.Bool("tokenizer.ggml.add_bos_token", true)
+		t.AddSpacePrefix = c.Bool("tokenizer.ggml.add_space_prefix", true)
+		return t, nil
+	default:
+		return nil, fmt.Errorf("tokenizer model %q is not supported (gpt2 or llama)", m)
+	}
+}
+
+// Stats are a generation's token counts and times.
+type Stats struct {
+	PromptTokens, Generated int
+	Prefill, Decode         time.Duration
+}
+
+// GenerateOptions configure Generate.
+type GenerateOptions struct {
+	MaxTokens int // tokens to generate (<= 0: until EOG or the cache is full)
+	Batch     int // prefill batch size (default 512)
+	Sampler   *sample.Sampler
+	// IgnoreEOG keeps generating past end-of-generation tokens (benchmarks).
+	IgnoreEOG bool
+	IsEOG     func(int32) bool
+}
+
+// Generate prefills prompt into cache (in batches), then decodes one token
+// at a time, calling emit with each new token; emit returning false stops.
+func (m *Model) Generate(cache *kvcache.Causal, prompt []int32, o GenerateOptions, emit func(int32) bool) (Stats, error) {
+	var st Stats
+	if len(prompt) == 0 {
+		return st, errors.New(m.Arch + ": empty prompt")
+	}
+	if o.Batch <= 0 {
+		o.Batch = 512
+	}
+	if o.Sampler == nil {
+		o.Sampler = sample.New(sample.Options{})
+	}
+	start := time.Now()
+	var logits []float32
+	for i := 0; i < len(prompt); i += o.Batch {
+		end := min(i+o.Batch, len(prompt))
+		out, err := m.Forward(cache, prompt[i:end], false)
+		if err != nil {
+			return st, err
+		}
+		logits = out[0]
+	}
+	st.PromptTokens = len(prompt)
+	st.Prefill = time.Since(start)
+	start = time.Now()
+	defer func() { st.Decode = time.Since(start) }()
+	for o.MaxTokens <= 0 || st.Generated < o.MaxTokens {
+		tok := o.Sampler.Sample(logits)
+		st.Generated++
+		if !o.IgnoreEOG && o.IsEOG != nil && o.IsEOG(tok) {
+			break
+		}
+		if emit != nil && !emit(tok) {
+			break
+		}
+		if o.MaxTokens > 0 && st.Generated >= o.MaxTokens || cache.Len() >= cache.Capacity() {
+			break
+		}
+		out, err := m.Forward(cache, []int32{tok}, false)
+		if err != nil {
+			st.Decode = time.Since(start)
+			return st, err
+		}
+		logits = out[0]
+	}
+	st.Decode = time.Since(start)
+	return st, nil
+}

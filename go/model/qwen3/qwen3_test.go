@@ -1,0 +1,40 @@
+package qwen3_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+
+	"ggmlrs/ml"
+	_ "ggmlrs/ml/backend"
+	"ggmlrs/model/llama"
+	"ggmlrs/model/qwen3"
+)
+
+// The numerics are checked against a reference in package llama; this
+// checks that qwen3 files load here and llama files are refused.
+func TestNew(t *testing.T) {
+	dir := t.TempDir()
+	for _, v := range []llama.Variant{llama.Qwen3, llama.Llama} {
+		path := filepath.Join(dir, v.Arch+".gguf")
+		if _, err := llama.WriteTiny(path, v, llama.DefaultTiny, 1); err != nil {
+			t.Fatal(err)
+		}
+		b, err := ml.NewBackend(path, ml.BackendParams{AllocMemory: true, NumThreads: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer b.Close()
+		if err := b.Load(context.Background(), nil); err != nil {
+			t.Fatal(err)
+		}
+		m, err := qwen3.New(b)
+		if v.Arch == "qwen3" {
+			if err != nil || !m.QKNorm || !m.NeoX {
+				t.Fatalf("qwen3: %v", err)
+			}
+		} else if err == nil {
+			t.Fatal("a llama model was accepted as qwen3")
+		}
+	}
+}
