@@ -4,7 +4,8 @@
 //	ggml-rs convert [flags] DIR           Hugging Face BERT checkpoint -> GGUF
 //	ggml-rs embed [flags] MODEL TEXT...   sentence embeddings (JSON or a similarity table)
 //	ggml-rs inspect [flags] MODEL         metadata, tensors, placement and memory
-//	ggml-rs generate, ggml-rs bench       not implemented yet
+//	ggml-rs generate [flags] MODEL -p P   text generation (llama, qwen3)
+//	ggml-rs bench [flags] MODEL           prefill and decode tokens/s
 //
 // Errors are printed as one line on stderr, with exit status 1 (2 for a
 // usage error).
@@ -41,14 +42,8 @@ func init() {
 		{"convert", "[flags] DIR", "convert a Hugging Face BERT checkpoint (model.safetensors, config.json, vocab.txt) to GGUF", runConvert},
 		{"embed", "[flags] MODEL TEXT...", "sentence embeddings of each TEXT: a cosine-similarity table, or JSON with -json", runEmbed},
 		{"inspect", "[flags] MODEL", "a model's architecture, key/values, tensors with their placement, and memory per device (allocates nothing)", runInspect},
-		{"generate", "MODEL PROMPT", "text generation (not implemented yet)", notImplemented("generate")},
-		{"bench", "MODEL", "benchmarks (not implemented yet)", notImplemented("bench")},
-	}
-}
-
-func notImplemented(name string) func([]string) error {
-	return func([]string) error {
-		return fmt.Errorf("%s is not implemented yet (available: devices, convert, embed, inspect)", name)
+		{"generate", "[flags] MODEL -p PROMPT", "text generation with a llama or qwen3 model, streamed, with prefill and decode speed", runGenerate},
+		{"bench", "[flags] MODEL", "prompt processing and generation speed, as llama-bench's table", runBench},
 	}
 }
 

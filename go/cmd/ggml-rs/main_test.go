@@ -38,8 +38,8 @@ func TestErrorsAreOneLine(t *testing.T) {
 		want   string
 	}{
 		{[]string{"frob"}, 2, `unknown command "frob"`},
-		{[]string{"generate", "m.gguf", "hi"}, 1, "generate is not implemented yet"},
-		{[]string{"bench", "m.gguf"}, 1, "bench is not implemented yet"},
+		{[]string{"generate", "m.gguf", "hi"}, 1, "model file m.gguf does not exist"},
+		{[]string{"bench", "m.gguf"}, 1, "model file m.gguf does not exist"},
 		{[]string{"embed"}, 2, "needs a model"},
 		{[]string{"embed", "-nope", "m", "x"}, 2, "flag provided but not defined"},
 		{[]string{"embed", "does-not-exist.gguf", "hi"}, 1, "model file does-not-exist.gguf does not exist"},

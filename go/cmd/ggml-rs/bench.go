@@ -1,0 +1,161 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"math/rand"
+	"os"
+	"time"
+
+	"ggmlrs/gguf"
+	"ggmlrs/sample"
+)
+
+func nowSeed() int64 { return time.Now().UnixNano() }
+
+func runBench(args []string) error {
+	fs := newFlags("bench", "[flags] MODEL",
+		"Measures prompt processing (-p tokens in batches of -batch) and generation (-n tokens,\n"+
+			"one at a time) of the GGUF model MODEL, -r times each, and prints llama-bench's table.")
+	np := fs.Int("p", 512, "prompt tokens (0: skip)")
+	ng := fs.Int("n", 128, "generated tokens (0: skip)")
+	reps := fs.Int("r", 3, "repetitions")
+	df := addDecoderFlags(fs)
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usagef("bench needs one model")
+	}
+	if *reps < 1 || *np < 0 || *ng < 0 {
+		return usagef("-r must be positive, -p and -n not negative")
+	}
+	path := pos[0]
+	if *df.ctx < *np+*ng {
+		*df.ctx = *np + *ng
+	}
+	b, m, _, err := openDecoder(path, df)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	cache := m.NewCache(*df.ctx)
+	defer cache.Close()
+	r := rand.New(rand.NewSource(1))
+	tokens := func(n int) []int32 {
+		t := make([]int32, n)
+		for i := range t {
+			t[i] = int32(r.Intn(m.Vocab))
+		}
+		return t
+	}
+
+	size, params := modelSize(path)
+	backendName := "CPU"
+	if p, _ := df.params(path, false); len(p.GPULayers) > 0 {
+		backendName = "GPU"
+		for _, d := range b.BackendDevices() {
+			backendName = d.Library
+			break
+		}
+	}
+	fmt.Printf("| model | size | params | backend | threads | test | t/s |\n")
+	fmt.Printf("| --- | ---: | ---: | --- | ---: | ---: | ---: |\n")
+	row := func(test string, rates []float64) {
+		mean, sd := meanStd(rates)
+		fmt.Printf("| %s %s | %s | %s | %s | %d | %s | %.2f ± %.2f |\n", m.Arch, humanParams(params), humanSize(size),
+			humanParams(params), backendName, b.Threads(), test, mean, sd)
+	}
+	if *np > 0 {
+		// Warm-up, then the measured runs.
+		var rates []float64
+		for i := 0; i <= *reps; i++ {
+			cache.Reset()
+			prompt := tokens(*np)
+			start := time.Now()
+			for j := 0; j < len(prompt); j += *df.batch {
+				if _, err := m.Forward(cache, prompt[j:min(j+*df.batch, len(prompt))], false); err != nil {
+					return err
+				}
+			}
+			if i > 0 {
+				rates = append(rates, float64(*np)/time.Since(start).Seconds())
+			}
+		}
+		row(fmt.Sprintf("pp%d", *np), rates)
+	}
+	if *ng > 0 {
+		var rates []float64
+		smp := sample.New(sample.Options{})
+		for i := 0; i <= *reps; i++ {
+			cache.Reset()
+			tok := tokens(1)[0]
+			start := time.Now()
+			for j := 0; j < *ng; j++ {
+				out, err := m.Forward(cache, []int32{tok}, false)
+				if err != nil {
+					return err
+				}
+				tok = smp.Sample(out[0])
+			}
+			if i > 0 {
+				rates = append(rates, float64(*ng)/time.Since(start).Seconds())
+			}
+		}
+		row(fmt.Sprintf("tg%d", *ng), rates)
+	}
+	return nil
+}
+
+func meanStd(x []float64) (float64, float64) {
+	var s float64
+	for _, v := range x {
+		s += v
+	}
+	mean := s / float64(len(x))
+	if len(x) < 2 {
+		return mean, 0
+	}
+	var q float64
+	for _, v := range x {
+		q += (v - mean) * (v - mean)
+	}
+	return mean, math.Sqrt(q / float64(len(x)-1))
+}
+
+// modelSize is the size of the tensor data and the number of weights.
+func modelSize(path string) (bytes, params uint64) {
+	g, err := gguf.Open(path)
+	if err != nil {
+		if st, err := os.Stat(path); err == nil {
+			return uint64(st.Size()), 0
+		}
+		return 0, 0
+	}
+	for _, t := range g.Tensors {
+		bytes += t.Size()
+		params += t.Elements()
+	}
+	return bytes, params
+}
+
+func humanSize(n uint64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.2f MiB", float64(n)/(1<<20))
+	}
+	return fmt.Sprintf("%.2f KiB", float64(n)/(1<<10))
+}
+
+func humanParams(n uint64) string {
+	switch {
+	case n >= 1e9:
+		return fmt.Sprintf("%.2f B", float64(n)/1e9)
+	case n >= 1e6:
+		return fmt.Sprintf("%.2f M", float64(n)/1e6)
+	}
+	return fmt.Sprintf("%.2f K", float64(n)/1e3)
+}

@@ -1,0 +1,149 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"unicode/utf8"
+
+	"ggmlrs/ml/backend"
+	"ggmlrs/model/llama"
+	"ggmlrs/model/qwen3"
+	"ggmlrs/sample"
+)
+
+// decoderFlags are generate's and bench's flags on top of the model flags.
+type decoderFlags struct {
+	*modelFlags
+	fa    *string
+	ctx   *int
+	batch *int
+}
+
+func addDecoderFlags(fs *flag.FlagSet) *decoderFlags {
+	return &decoderFlags{
+		modelFlags: addModelFlags(fs),
+		fa:         fs.String("fa", "", "flash attention: auto (on when layers go to a GPU), on or off (overrides -flash-attention)"),
+		ctx:        fs.Int("ctx", 4096, "context size: KV cache capacity in tokens"),
+		batch:      fs.Int("batch", 512, "prompt processing batch size"),
+	}
+}
+
+// resolveFA applies -fa to the model flags.
+func (f *decoderFlags) resolveFA() error {
+	switch strings.ToLower(*f.fa) {
+	case "":
+	case "on", "off":
+		*f.flash = strings.ToLower(*f.fa)
+	case "auto":
+		*f.flash = "off"
+		if *f.ngl != 0 {
+			for _, d := range backend.Devices() {
+				if d.Type == backend.DeviceGPU || d.Type == backend.DeviceIntegratedGPU {
+					*f.flash = "on"
+				}
+			}
+		}
+	default:
+		return usagef("-fa %q: auto, on or off", *f.fa)
+	}
+	if *f.ctx < 1 || *f.batch < 1 {
+		return usagef("-ctx and -batch must be positive")
+	}
+	return nil
+}
+
+// openDecoder opens a llama or qwen3 model and its tokenizer.
+func openDecoder(path string, f *decoderFlags) (*backend.Backend, *llama.Model, llama.Tokenizer, error) {
+	if err := f.resolveFA(); err != nil {
+		return nil, nil, nil, err
+	}
+	b, err := openModel(path, f.modelFlags, true)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	var m *llama.Model
+	switch a := b.Config().Architecture(); a {
+	case "llama":
+		m, err = llama.New(b, llama.Llama)
+	case "qwen3":
+		m, err = qwen3.New(b)
+	default:
+		err = fmt.Errorf("architecture %q is not supported for generation (llama, qwen3)", a)
+	}
+	if err != nil {
+		b.Close()
+		return nil, nil, nil, err
+	}
+	tok, err := llama.NewTokenizer(b.Config())
+	if err != nil {
+		b.Close()
+		return nil, nil, nil, err
+	}
+	return b, m, tok, nil
+}
+
+func runGenerate(args []string) error {
+	fs := newFlags("generate", "[flags] MODEL -p PROMPT",
+		"Generates text after PROMPT with the GGUF model MODEL (architecture llama or qwen3),\n"+
+			"streaming it to stdout, then prints prompt and generation speed on stderr.")
+	prompt := fs.String("p", "", "the prompt")
+	n := fs.Int("n", 128, "tokens to generate at most (0: until end of text or a full context)")
+	temp := fs.Float64("temp", 0.8, "sampling temperature (0: greedy)")
+	topK := fs.Int("top-k", 40, "sample among the k most likely tokens (0: all)")
+	topP := fs.Float64("top-p", 0.95, "sample among the most likely tokens of this probability mass (1: all)")
+	seed := fs.Int64("seed", -1, "random seed (-1: from the clock)")
+	df := addDecoderFlags(fs)
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) == 2 && *prompt == "" {
+		*prompt, pos = pos[1], pos[:1]
+	}
+	if len(pos) != 1 {
+		return usagef("generate needs one model (and -p PROMPT)")
+	}
+	if *seed == -1 {
+		*seed = nowSeed()
+	}
+	b, m, tok, err := openDecoder(pos[0], df)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	ids := tok.Encode(*prompt, true)
+	if len(ids) == 0 {
+		return usagef("the prompt is empty (and the model adds no BOS token)")
+	}
+	cache := m.NewCache(*df.ctx)
+	defer cache.Close()
+	if len(ids) >= cache.Capacity() {
+		return fmt.Errorf("the prompt's %d tokens fill the %d-token context (-ctx)", len(ids), cache.Capacity())
+	}
+
+	out := os.Stdout
+	fmt.Fprint(out, *prompt)
+	base := tok.Decode(ids)
+	all := append([]int32(nil), ids...)
+	printed := len(base)
+	smp := sample.New(sample.Options{Temperature: float32(*temp), TopK: *topK, TopP: float32(*topP), Seed: *seed})
+	st, err := m.Generate(cache, ids, llama.GenerateOptions{MaxTokens: *n, Batch: *df.batch, Sampler: smp, IsEOG: tok.IsEOG},
+		func(id int32) bool {
+			all = append(all, id)
+			text := tok.Decode(all)
+			if len(text) > printed && utf8.ValidString(text[printed:]) && !strings.HasSuffix(text, "\uFFFD") {
+				fmt.Fprint(out, text[printed:])
+				printed = len(text)
+			}
+			return true
+		})
+	fmt.Fprintln(out)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "prefill: %d tokens in %.3f s, %.2f tokens/s\n", st.PromptTokens, st.Prefill.Seconds(), float64(st.PromptTokens)/st.Prefill.Seconds())
+	fmt.Fprintf(os.Stderr, "decode:  %d tokens in %.3f s, %.2f tokens/s\n", st.Generated, st.Decode.Seconds(), float64(st.Generated)/st.Decode.Seconds())
+	return nil
+}
