@@ -9,7 +9,8 @@ SO := target/release/libggml_rs.so
 GGML_STAMP := vendor/ggml/.ggml-rs-stamp
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: all build run demo runner fetch-minilm test test-rust test-c test-go check-header check-symbols header bindings deps clean bench
+.PHONY: all build run demo runner fetch-minilm test test-rust test-c test-go check-header check-symbols header bindings deps clean bench bench-ops \
+	parity parity-golden llama-ref models
 
 all: build
 
@@ -84,8 +85,61 @@ check-header:
 check-symbols: build
 	scripts/check-symbols.sh $(SO)
 
-bench: build
+# Micro-benchmarks of single ops through the Go backend.
+bench-ops: build
 	cd go && $(GO) test -run '^$$' -bench . -benchtime 200000x ./ml/backend/bench/
+
+# --- parity and speed against llama.cpp ------------------------------------------
+# The reference: llama.cpp's libllama from the same pinned package as our ggml
+# (with our ggml patches), built on demand into .cache with our own driver,
+# tools/llama-ref. Models: deterministic random weights (scripts/gen-models.py,
+# the PyPI gguf package in a venv in .cache). Neither `make test` nor `make
+# build` touches any of this.
+LLAMA_STAMP := .cache/llama.cpp/.ggml-rs-stamp
+LLAMA_REF := .cache/llama-build/llama-ref
+PYENV := .cache/py
+PY := $(PYENV)/bin/python
+PY_STAMP := $(PYENV)/.ggml-rs-stamp
+BENCH_THREADS ?= $(shell nproc)
+BENCH_TYPES ?= f16 q8_0 q4_0
+BENCH_ARCHS ?= qwen3 llama
+BENCH_MODELS := $(foreach a,$(BENCH_ARCHS),$(foreach t,$(BENCH_TYPES),.cache/models/$(a)-bench-$(t).gguf))
+BENCH_ARGS ?= -p 512 -n 128 -r 3
+
+$(LLAMA_STAMP): scripts/fetch-llama.sh scripts/fetch-ggml/Cargo.lock $(wildcard scripts/patches/*.sh)
+	scripts/fetch-llama.sh
+
+$(LLAMA_REF): $(LLAMA_STAMP) tools/llama-ref/CMakeLists.txt tools/llama-ref/main.cpp | deps
+	cmake -S tools/llama-ref -B .cache/llama-build -G Ninja -DCMAKE_BUILD_TYPE=Release -DLLAMA_SRC=$(CURDIR)/.cache/llama.cpp >/dev/null
+	ninja -C .cache/llama-build llama-ref
+
+llama-ref: $(LLAMA_REF)
+
+$(PY_STAMP): scripts/gen-models-requirements.txt
+	python3 -m venv $(PYENV)
+	$(PYENV)/bin/pip install -q -r scripts/gen-models-requirements.txt
+	cp scripts/gen-models-requirements.txt $@
+
+models: $(PY_STAMP)
+	$(PY) scripts/gen-models.py --size small -f
+
+# Rewrites tests/golden/ref_*.json from the reference (commit them).
+parity-golden: $(LLAMA_REF) models
+	python3 scripts/parity.py golden
+
+# The reference again against the golden files, and ours when go/bin/ggml-rs
+# has a `logits` command.
+parity: $(LLAMA_REF) models
+	$(MAKE) runner || echo "parity: the runner did not build; comparing the reference alone"
+	python3 scripts/parity.py check
+
+$(BENCH_MODELS): | $(PY_STAMP)
+	$(PY) scripts/gen-models.py --size bench --arch $(word 1,$(subst -, ,$(notdir $@))) --types $(subst .gguf,,$(word 3,$(subst -, ,$(notdir $@))))
+
+# Ours and llama.cpp on the same bench-size models and threads, one run.
+bench: $(LLAMA_REF) $(BENCH_MODELS)
+	$(MAKE) runner || echo "bench: the runner did not build; the reference alone"
+	python3 scripts/bench.py $(BENCH_ARGS) -t $(BENCH_THREADS) $(BENCH_MODELS)
 
 # --- regeneration --------------------------------------------------------------
 

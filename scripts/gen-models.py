@@ -50,6 +50,7 @@ def spm_vocab(n: int):
     letters = "etaoinshrdlcumwfgypbvkjxqz"
     pieces = ["\u2581" + c for c in letters] + list(letters)
     pieces += ["\u2581" + a + b for a in letters for b in letters]
+    pieces += ["\u2581" + a + b + c for a in letters for b in letters for c in letters]
     for p in pieces:
         if len(toks) >= n:
             break
@@ -76,6 +77,7 @@ def bpe_vocab(n: int):
     letters = "etaoinshrdlcumwfgypbvkjxqz"
     sp = b2u[ord(" ")]
     cands = [(sp, c) for c in letters] + [(a, b) for a in letters for b in letters]
+    cands += [(a + b, c) for a in letters for b in letters for c in letters]
     for a, b in cands:
         if len(toks) >= n - len(specials):
             break
