@@ -89,13 +89,6 @@
 #define DEFAULT_N_CTX_ORIG (128 << 10)
 
 /**
- * Set on a node by the CPU kernels of get_rows, set_rows, add_id and
- * mul_mat_id when they skipped an out-of-range row id (added by
- * scripts/patches/03-cpu-row-id-errors.sh; ggml's own flags use bits 0-4).
- */
-#define GGML_RS_FLAG_BAD_ROW_ID (1 << 30)
-
-/**
  * Capacity of `ggml_rs_error.message`, including the terminating NUL.
  */
 #define GGML_RS_ERROR_MESSAGE_SIZE 1024
@@ -1521,6 +1514,109 @@ struct ggml_rs_tensor *ggml_rs_slice(struct ggml_rs_context *ctx,
 struct ggml_rs_tensor *ggml_rs_dup(struct ggml_rs_context *ctx,
                                    struct ggml_rs_tensor *a,
                                    struct ggml_rs_error *err);
+
+/**
+ * Ollama's SSMConv (`ggml_ssm_conv`): the depthwise sliding-window product
+ * `out[ch, t, s] = Σ_{i<d_conv} sx[t+i, ch, s] · c[i, ch]`.
+ * `sx`: f32 `[d_conv - 1 + T, channels, n_seqs]` (conv state then inputs
+ * along dim 0), dims 0 and 1 dense (packed rows; sequences may be
+ * strided); `c`: f32 `[d_conv, channels]`, packed rows; `T >= 1`. Result: f32
+ * `[channels, T, n_seqs]`. Returns a new tensor owned by ctx's family, or
+ * NULL with err set.
+ */
+struct ggml_rs_tensor *ggml_rs_ssm_conv(struct ggml_rs_context *ctx,
+                                        struct ggml_rs_tensor *sx,
+                                        struct ggml_rs_tensor *c,
+                                        struct ggml_rs_error *err);
+
+/**
+ * Ollama's SSMScan (`ggml_ssm_scan` keeping one state): the selective scan
+ * of Mamba-1/Mamba-2.
+ * `s`: f32 `[d_state, head_dim, n_head, n_slots]`, contiguous (states);
+ * `x`: f32 `[head_dim, n_head, T, n_seqs]`, dims 0 and 1 dense;
+ * `dt`: f32 `[n_head, T, n_seqs]`, contiguous;
+ * `A`: f32 `[1, n_head]` (Mamba-2) or `[d_state, n_head]` (Mamba-1), contiguous;
+ * `B`, `C`: f32 `[d_state, n_group, T, n_seqs]`, dims 0 and 1 dense,
+ * `n_head % n_group == 0`; `ids`: i32 `[n_seqs]`, contiguous, each in
+ * `[0, n_slots)` (sequence i starts from state slot ids[i]; the kernel does
+ * not check them).
+ * Per sequence, token and head h (group gr = h / (n_head / n_group)):
+ * `δ = softplus(dt[h])` (dt itself above 20); for p < head_dim, n < d_state:
+ * `state[n,p] = state[n,p]·exp(δ·A[h] or A[n,h]) + B[n,gr]·x[p,h]·δ`,
+ * `y[p,h] = Σ_n state[n,p]·C[n,gr]`.
+ * Result: 1-D f32 of `y` (`[head_dim, n_head, T, n_seqs]`) followed by the
+ * final states (`[d_state, head_dim, n_head, n_seqs]`). Returns a new
+ * tensor owned by ctx's family, or NULL with err set.
+ */
+struct ggml_rs_tensor *ggml_rs_ssm_scan(struct ggml_rs_context *ctx,
+                                        struct ggml_rs_tensor *s,
+                                        struct ggml_rs_tensor *x,
+                                        struct ggml_rs_tensor *dt,
+                                        struct ggml_rs_tensor *A,
+                                        struct ggml_rs_tensor *B,
+                                        struct ggml_rs_tensor *C,
+                                        struct ggml_rs_tensor *ids,
+                                        struct ggml_rs_error *err);
+
+/**
+ * The short causal convolution of hybrid models (Qwen3-Next, Qwen3.5)
+ * over a conv state, with the state update (built on ggml_ssm_conv).
+ * `x`: f32 `[channels, T, n_seqs]` (new inputs; any strides);
+ * `state`: f32 `[K-1, channels, n_seqs]` (the previous K-1 inputs of each
+ * channel, oldest first); `kernel`: f32 `[K, channels]`, K >= 2, packed
+ * rows.
+ * With `w = state ++ xᵀ` along time: `out[ch, t, s] = Σ_{i<K} w[t+i, ch, s]
+ * · kernel[i, ch]` (f32 `[channels, T, n_seqs]`, no activation), and
+ * `*out_state = w[T .. T+K-1)`, the last K-1 inputs, a new contiguous f32
+ * `[K-1, channels, n_seqs]` (feed it as `state` to the next call).
+ * `out_state` must not be NULL; it is written only on success. Returns a
+ * new tensor (and `*out_state`) owned by ctx's family, or NULL with err set.
+ */
+struct ggml_rs_tensor *ggml_rs_causal_conv(struct ggml_rs_context *ctx,
+                                           struct ggml_rs_tensor *x,
+                                           struct ggml_rs_tensor *state,
+                                           struct ggml_rs_tensor *kernel,
+                                           struct ggml_rs_tensor **out_state,
+                                           struct ggml_rs_error *err);
+
+/**
+ * Gated delta-rule linear attention over a recurrent state (the linear
+ * attention layers of Qwen3-Next and Qwen3.5; ggml_gated_delta_net).
+ * All f32. `q`, `k`: `[S, H_k, T, n_seqs]`, dense in dim 0; `v`:
+ * `[S, H_v, T, n_seqs]`, dense in dim 0, `H_v % H_k == 0`; `g`:
+ * `[1, H_v, T, n_seqs]` (log-decay per head) or `[S, H_v, T, n_seqs]`
+ * (per key dimension, KDA), contiguous; `beta`: `[1, H_v, T, n_seqs]`,
+ * contiguous; `state`: `[S, S, H_v, n_seqs]`, contiguous.
+ * Heads: with `interleaved` false, value head h uses query/key head
+ * `h mod H_k` (tiled; ggml's native broadcast); with `interleaved` true,
+ * head `h / (H_v / H_k)` (torch repeat_interleave; q and k are repeated in
+ * the graph first).
+ * Math, per sequence and value head, `S[i][j] = state[i, j, h, s]` (i: key
+ * dimension = dim 0, j: value dimension = dim 1), tokens t in order:
+ *   `S ← exp(g_t)·S` (per-key gate: row i times exp(g_t[i]));
+ *   `u_j = beta_t·(v_t[j] − Σ_i S[i][j]·k_t[i])`;
+ *   `S[i][j] ← S[i][j] + k_t[i]·u_j`;
+ *   `o_t[j] = Σ_i S[i][j]·q_t[i] / sqrt(S)`.
+ * q and k are not normalised here (Qwen3-Next L2-normalises them first);
+ * g is the log of the decay (<= 0 for a decay); beta is used as given
+ * (apply the sigmoid first). Note the state layout: the transpose of the one
+ * Ollama's primitive qwen3next keeps (its dim 0 is the value dimension).
+ * Result: f32 `[S, H_v, T, n_seqs]` (o); `*out_state` = f32 `[S, S, H_v,
+ * n_seqs]`, the state after the last token in the same layout. Both are
+ * contiguous views of one node. `out_state` must not be NULL; it is written
+ * only on success. Returns a new tensor (and `*out_state`) owned by ctx's
+ * family, or NULL with err set.
+ */
+struct ggml_rs_tensor *ggml_rs_gated_delta_net(struct ggml_rs_context *ctx,
+                                               struct ggml_rs_tensor *q,
+                                               struct ggml_rs_tensor *k,
+                                               struct ggml_rs_tensor *v,
+                                               struct ggml_rs_tensor *g,
+                                               struct ggml_rs_tensor *beta,
+                                               struct ggml_rs_tensor *state,
+                                               bool interleaved,
+                                               struct ggml_rs_tensor **out_state,
+                                               struct ggml_rs_error *err);
 
 /**
  * `a * a` element-wise. `a`: f32 or f16, any shape, with contiguous rows

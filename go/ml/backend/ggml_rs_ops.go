@@ -491,13 +491,3 @@ func (t *Tensor) ScaledDotProductAttention(ctx ml.Context, key, value, mask, sin
 func notImplemented(op string) {
 	panic(&Error{Status: StatusUnsupported, Message: op + " is not implemented yet"})
 }
-
-func (t *Tensor) SSMConv(ctx ml.Context, kernel ml.Tensor) ml.Tensor {
-	notImplemented("SSMConv")
-	return nil
-}
-
-func (t *Tensor) SSMScan(ctx ml.Context, x, dt, A, B, C, ids ml.Tensor) ml.Tensor {
-	notImplemented("SSMScan")
-	return nil
-}

@@ -1,0 +1,73 @@
+package backend
+
+// State-space and linear-attention ops: Ollama's SSMConv and SSMScan, and
+// the fused ops of the hybrid architectures behind ml.GatedDeltaNet and
+// ml.CausalConv.
+
+/*
+#cgo CFLAGS: -I${SRCDIR}/../../../include
+#include "ggml_rs.h"
+*/
+import "C"
+
+import (
+	"fmt"
+
+	"ggmlrs/ml"
+)
+
+var (
+	_ ml.GatedDeltaNet = (*Tensor)(nil)
+	_ ml.CausalConv    = (*Tensor)(nil)
+)
+
+// SSMConv is Ollama's SSMConv: t = sx [K-1+T, channels, nSeqs] (conv state
+// then inputs along dim 0, packed rows), kernel [K, channels] (packed rows);
+// out[ch, t, s] = Σ_i sx[t+i, ch, s]·kernel[i, ch], an F32 [channels, T,
+// nSeqs].
+func (t *Tensor) SSMConv(ctx ml.Context, kernel ml.Tensor) ml.Tensor {
+	const op = "SSMConv"
+	c := use(ctx, op)
+	return c.result(C.ggml_rs_ssm_conv(c.c, t.ptr(op), handle(kernel, op), &c.f.s.err))
+}
+
+// SSMScan is Ollama's SSMScan (Mamba's selective scan, one kept state):
+// t = s [d_state, head_dim, n_head, n_slots], x [head_dim, n_head, T,
+// nSeqs], dt [n_head, T, nSeqs], A [1 or d_state, n_head], B and C
+// [d_state, n_group, T, nSeqs], ids I32 [nSeqs] (the state slot each
+// sequence starts from). Returns the 1-D F32 concatenation of y [head_dim,
+// n_head, T, nSeqs] and the final states [d_state, head_dim, n_head, nSeqs]
+// (the C header documents the recurrence).
+func (t *Tensor) SSMScan(ctx ml.Context, x, dt, a, b, cm, ids ml.Tensor) ml.Tensor {
+	const op = "SSMScan"
+	c := use(ctx, op)
+	return c.result(C.ggml_rs_ssm_scan(c.c, t.ptr(op), handle(x, op), handle(dt, op), handle(a, op),
+		handle(b, op), handle(cm, op), handle(ids, op), &c.f.s.err))
+}
+
+// GatedDeltaNet implements ml.GatedDeltaNet (t is the queries).
+func (t *Tensor) GatedDeltaNet(ctx ml.Context, k, v, gate, beta, state ml.Tensor, heads ml.HeadLayout) (ml.Tensor, ml.Tensor) {
+	const op = "GatedDeltaNet"
+	c := use(ctx, op)
+	var interleaved bool
+	switch heads {
+	case ml.HeadsTiled:
+	case ml.HeadsInterleaved:
+		interleaved = true
+	default:
+		panic(fmt.Sprintf("GatedDeltaNet: invalid head layout %d", heads))
+	}
+	var st *C.ggml_rs_tensor
+	out := c.result(C.ggml_rs_gated_delta_net(c.c, t.ptr(op), handle(k, op), handle(v, op), handle(gate, op),
+		handle(beta, op), handle(state, op), C.bool(interleaved), &st, &c.f.s.err))
+	return out, &Tensor{c: st, f: c.f}
+}
+
+// CausalConv implements ml.CausalConv (t is the new inputs).
+func (t *Tensor) CausalConv(ctx ml.Context, state, kernel ml.Tensor) (ml.Tensor, ml.Tensor) {
+	const op = "CausalConv"
+	c := use(ctx, op)
+	var st *C.ggml_rs_tensor
+	out := c.result(C.ggml_rs_causal_conv(c.c, t.ptr(op), handle(state, op), handle(kernel, op), &st, &c.f.s.err))
+	return out, &Tensor{c: st, f: c.f}
+}
