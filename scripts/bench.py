@@ -26,12 +26,25 @@ import sys
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 
-def run(prog, a, model):
-    args = [prog, "bench", "-p", str(a.p), "-n", str(a.n), "-r", str(a.r), "-t", str(a.t), "-json", model]
-    p = subprocess.run(args, capture_output=True, text=True)
+def run(prog, a, model, ours=False):
+    # ggml-rs bench takes -threads and prints llama-bench's markdown table
+    # (| ... | test | t/s |, "mean ± sd"); llama-ref takes -t and -json.
+    args = [prog, "bench", "-p", str(a.p), "-n", str(a.n), "-r", str(a.r)]
+    args += ["-threads", str(a.t), model] if ours else ["-t", str(a.t), "-json", model]
+    p = subprocess.run(args, capture_output=True, text=True, timeout=a.timeout)
     if p.returncode != 0:
         raise RuntimeError((p.stderr or p.stdout).strip().splitlines()[-1] if (p.stderr or p.stdout).strip() else f"exit {p.returncode}")
-    return json.loads(p.stdout.strip().splitlines()[-1])
+    if not ours:
+        return json.loads(p.stdout.strip().splitlines()[-1])
+    out = {}
+    for line in p.stdout.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) >= 2 and "±" in cells[-1] and cells[-2][:2] in ("pp", "tg"):
+            m, sd = (float(x) for x in cells[-1].split("±"))
+            out[cells[-2][:2]] = {"n": int(cells[-2][2:]), "tps": m, "sd": sd}
+    if not out:
+        raise RuntimeError("no pp/tg rows in ggml-rs bench's output")
+    return out
 
 
 def pool(results, key):
@@ -53,6 +66,7 @@ def main():
     ap.add_argument("-r", type=int, default=3)
     ap.add_argument("-t", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--timeout", type=float, default=600, help="seconds per bench run")
     ap.add_argument("--ref", default=os.path.join(ROOT, ".cache/llama-build/llama-ref"))
     ap.add_argument("--ours", default=os.path.join(ROOT, "go/bin/ggml-rs"))
     a = ap.parse_args()
@@ -68,8 +82,8 @@ def main():
         for _ in range(a.rounds):
             if ours_note is None:
                 try:
-                    ours.append(run(a.ours, a, model))
-                except (RuntimeError, ValueError) as e:
+                    ours.append(run(a.ours, a, model, ours=True))
+                except (RuntimeError, ValueError, subprocess.TimeoutExpired) as e:
                     ours_note = f"ggml-rs bench failed: {e}"
             ref.append(run(a.ref, a, model))
         name = os.path.basename(model).removesuffix(".gguf")
