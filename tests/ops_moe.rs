@@ -339,10 +339,15 @@ fn mul_mat_id_bad_expert_id_fails_compute_and_context_recovers() {
     for bad in [3, -1, i32::MAX, i32::MIN] {
         for experts in [a, qa] {
             let iv = vec![0, 1, 2, bad, 1, 0];
+          // Host ids are checked before compute (InvalidArgument); ids the
+          // graph computes are caught by the patched kernel (Compute).
+          for computed in [false, true] {
             let ids = upload_i32(&mut input, &ish, &iv);
-            let out = root.mul_mat_id(experts, b, ids).unwrap();
+            let used = if computed { root.dup(ids).unwrap() } else { ids };
+            let out = root.mul_mat_id(experts, b, used).unwrap();
             let e = root.compute(&[out]).unwrap_err();
-            assert_eq!(e.kind, ErrorKind::Compute, "{}", e.message);
+            let kind = if computed { ErrorKind::Compute } else { ErrorKind::InvalidArgument };
+            assert_eq!(e.kind, kind, "{}", e.message);
             assert!(e.message.contains("mul_mat_id") && e.message.contains("out of range"), "{}", e.message);
             // Fix the ids: the same graph computes.
             let good = vec![0i32, 1, 2, 0, 1, 0];
@@ -351,6 +356,7 @@ fn mul_mat_id_bad_expert_id_fails_compute_and_context_recovers() {
             let deq = data::read_f32(experts, "t").unwrap();
             let want = if experts == a { naive_mmid(&deq, &bv, &good, d) } else { naive_mmid(&deq, &as_dot_operand(Q8_0, &bv, d.k), &good, d) };
             assert_close("after fixing ids", &data::read_f32(out, "t").unwrap(), &want, 1e-3, 1e-5);
+          }
         }
     }
 }
@@ -467,15 +473,19 @@ fn add_id_bad_id_fails_compute_and_context_recovers() {
     let a = upload(&mut input, F32, &[4, 2, 2], &[1.0; 16]);
     let b = upload(&mut input, F32, &[4, 3], &[0.0, 0.0, 0.0, 0.0, 1.0, 1.0, 1.0, 1.0, 2.0, 2.0, 2.0, 2.0]);
     for bad in [3, -1, 1000] {
+      for computed in [false, true] {
         let ids = upload_i32(&mut input, &[2, 2], &[0, bad, 2, 1]);
-        let out = root.add_id(a, b, ids).unwrap();
+        let used = if computed { root.dup(ids).unwrap() } else { ids };
+        let out = root.add_id(a, b, used).unwrap();
         let e = root.compute(&[out]).unwrap_err();
-        assert_eq!(e.kind, ErrorKind::Compute, "{}", e.message);
+        let kind = if computed { ErrorKind::Compute } else { ErrorKind::InvalidArgument };
+        assert_eq!(e.kind, kind, "{}", e.message);
         assert!(e.message.contains("add_id") && e.message.contains("out of range"), "{}", e.message);
         data::write(ids, &[0i32, 1, 2, 1].iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<_>>(), "t").unwrap();
         root.compute(&[out]).unwrap();
         let want: Vec<f32> = [1.0f32, 2.0, 3.0, 2.0].iter().flat_map(|&v| [v; 4]).collect();
         assert_eq!(data::read_f32(out, "t").unwrap(), want);
+      }
     }
 }
 
@@ -617,13 +627,14 @@ fn c_abi_moe_ops() {
         assert!(ggml_rs_mul_mat_id(root, null_mut(), b, ids, null_mut()).is_null());
         ggml_rs_ctx_clear_error(root);
 
-        // A bad expert id: compute fails with GGML_RS_ERR_COMPUTE.
+        // A bad expert id in host memory: compute fails before running
+        // (GGML_RS_ERR_INVALID_ARGUMENT).
         let bad = i32s(&[4, 0, 1, 2, 2, 3]);
         let ids_bad = ggml_rs_ctx_from_data(input, 26, [2i64, 3].as_ptr(), 2, bad.as_ptr(), bad.len(), &mut err);
         let yb = ggml_rs_mul_mat_id(root, a, b, ids_bad, &mut err);
         assert!(!yb.is_null(), "{}", err.text());
         let mut e = Error::new();
-        assert_eq!(ggml_rs_ctx_compute(root, &yb, 1, &mut e), COMPUTE);
+        assert_eq!(ggml_rs_ctx_compute(root, &yb, 1, &mut e), 1);
         assert!(e.text().contains("mul_mat_id"), "{}", e.text());
 
         ggml_rs_ctx_free(input);

@@ -360,6 +360,12 @@ pub fn check_row_ids(node: Tensor) -> Result<()> {
     let (op, ids, rows) = match r.op {
         sys::GGML_OP_GET_ROWS => ("get_rows", r.src[1], unsafe { r.src[0].as_ref() }.map(|a| a.ne[1])),
         sys::GGML_OP_SET_ROWS => ("set_rows", r.src[1], Some(r.ne[1])),
+        // Expert ids select matrices of src0 (mul_mat_id) or rows of src1
+        // (add_id); ssm_scan's ids select state slots (its kernel does not
+        // check them at all).
+        sys::GGML_OP_MUL_MAT_ID => ("mul_mat_id", r.src[2], unsafe { r.src[0].as_ref() }.map(|a| a.ne[2])),
+        sys::GGML_OP_ADD_ID => ("add_id", r.src[2], unsafe { r.src[1].as_ref() }.map(|b| b.ne[1])),
+        sys::GGML_OP_SSM_SCAN => ("ssm_scan", r.src[6], unsafe { r.src[0].as_ref() }.map(|s| s.ne[3])),
         _ => return Ok(()),
     };
     let (Some(ids), Some(rows)) = (unsafe { Tensor::from_raw(ids) }, rows) else { return Ok(()) };
