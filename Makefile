@@ -8,6 +8,11 @@ LIB := target/release/libggml_rs.a
 SO := target/release/libggml_rs.so
 GGML_STAMP := vendor/ggml/.ggml-rs-stamp
 export CARGO_TERM_COLOR ?= never
+# Go's build cache does not look at the static library named in the cgo
+# LDFLAGS, so a rebuilt library could be linked stale. Putting the library's
+# hash into CGO_CFLAGS (part of Go's cache key) makes Go rebuild and relink
+# whenever the library changes. Evaluated when each recipe runs.
+GO_ENV = CGO_CFLAGS="-g -O2 -DGGML_RS_LIB_ID=$$(sha1sum $(CURDIR)/$(LIB) | cut -c1-16)"
 
 .PHONY: all build run demo runner fetch-minilm test test-rust test-c test-go check-header check-symbols header bindings deps clean bench bench-ops \
 	parity parity-golden llama-ref models
@@ -53,10 +58,10 @@ run: runner $(MINILM_GGUF)
 # The earlier main job: one transformer block from random weights, checked
 # against a plain-Go reference.
 demo: build
-	cd go && $(GO) run ./cmd/ggml-rs-demo
+	cd go && $(GO_ENV) $(GO) run ./cmd/ggml-rs-demo
 
 runner: build
-	cd go && $(GO) build -o bin/ggml-rs ./cmd/ggml-rs
+	cd go && $(GO_ENV) $(GO) build -o bin/ggml-rs ./cmd/ggml-rs
 
 fetch-minilm: $(MINILM_DIR)/model.safetensors
 
@@ -77,7 +82,7 @@ test-c: build
 	$(MAKE) -C tests/c test
 
 test-go: build fetch-minilm
-	cd go && $(GO) vet ./... && $(GO) test -count=1 ./...
+	cd go && $(GO_ENV) $(GO) vet ./... && $(GO_ENV) $(GO) test -count=1 ./...
 
 check-header:
 	$(CARGO) run -q --release -p gen-header -- --check
@@ -87,7 +92,7 @@ check-symbols: build
 
 # Micro-benchmarks of single ops through the Go backend.
 bench-ops: build
-	cd go && $(GO) test -run '^$$' -bench . -benchtime 200000x ./ml/backend/bench/
+	cd go && $(GO_ENV) $(GO) test -run '^$$' -bench . -benchtime 200000x ./ml/backend/bench/
 
 # --- parity and speed against llama.cpp ------------------------------------------
 # The reference: llama.cpp's libllama from the same pinned package as our ggml

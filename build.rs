@@ -87,6 +87,8 @@ fn main() {
         .define("CMAKE_POSITION_INDEPENDENT_CODE", "ON")
         .define("GGML_NATIVE", on_off(native))
         .define("GGML_OPENMP", "OFF")
+        // tinyBLAS (llamafile sgemm) for CPU matmuls, as llama.cpp builds ggml.
+        .define("GGML_LLAMAFILE", "ON")
         .define("GGML_RPC", on_off(rpc))
         .define("GGML_CUDA", on_off(cuda))
         .define("GGML_VULKAN", on_off(vulkan))

@@ -119,10 +119,11 @@ func TestMoEBadExpertID(t *testing.T) {
 	for _, bad := range []int32{3, -1, 1 << 30} {
 		ids := ctx.Input().FromInts([]int32{0, bad, 2, 1}, 2, 2)
 		y := as.tensor(ctx).MulmatID(ctx, b.tensor(ctx), ids)
-		// Out-of-range ids are data: the compute fails (no abort) naming the op.
+		// Out-of-range ids are data: the compute fails (no abort) naming the
+		// op. Host ids are checked before the graph runs.
 		r := mustPanic(t, func() { compute(ctx, y) }, "mul_mat_id", "out of range")
-		if e, ok := r.(*Error); !ok || e.Status != StatusCompute {
-			t.Fatalf("panic %#v, want *Error with StatusCompute", r)
+		if e, ok := r.(*Error); !ok || e.Status != StatusInvalidArgument {
+			t.Fatalf("panic %#v, want *Error with StatusInvalidArgument", r)
 		}
 		// Fixed ids: the same graph computes.
 		good := []int32{0, 1, 2, 1}
