@@ -14,7 +14,7 @@ export CARGO_TERM_COLOR ?= never
 # whenever the library changes. Evaluated when each recipe runs.
 GO_ENV = CGO_CFLAGS="-g -O2 -DGGML_RS_LIB_ID=$$(sha1sum $(CURDIR)/$(LIB) | cut -c1-16)"
 
-.PHONY: all build run demo runner fetch-minilm test test-rust test-c test-go check-header check-symbols header bindings deps clean bench bench-ops \
+.PHONY: all build run demo runner fetch-minilm test test-rust test-c test-go check-header check-symbols header bindings deps clean bench bench-ops bench-load \
 	parity parity-golden llama-ref models
 
 all: build
@@ -93,6 +93,11 @@ check-symbols: build
 # Micro-benchmarks of single ops through the Go backend.
 bench-ops: build
 	cd go && $(GO_ENV) $(GO) test -run '^$$' -bench . -benchtime 200000x ./ml/backend/bench/
+
+# Model loading from the page cache next to a sequential read of the same
+# file (a generated ~1.2 GiB model in .cache/loadbench/, written once).
+bench-load: build
+	cd go && $(GO_ENV) $(GO) run ./ml/backend/loadbench
 
 # --- parity and speed against llama.cpp ------------------------------------------
 # The reference: llama.cpp's libllama from the same pinned package as our ggml
