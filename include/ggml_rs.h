@@ -450,6 +450,15 @@ ggml_rs_status ggml_rs_backend_new(const struct ggml_rs_backend_params *params,
 void ggml_rs_backend_free(struct ggml_rs_backend *b);
 
 /**
+ * Cancels the backend's compute in progress at its next node (or, when
+ * none is running, the next one): that ggml_rs_ctx_compute returns
+ * GGML_RS_ERR_ABORTED and the request is consumed; the backend stays
+ * usable. Safe to call from any thread while another computes. NULL is
+ * ignored. (Work on GPU backends finishes its graph first.)
+ */
+void ggml_rs_backend_cancel(const struct ggml_rs_backend *b);
+
+/**
  * CPU threads the backend uses; 0 for a NULL handle.
  */
 size_t ggml_rs_backend_n_threads(const struct ggml_rs_backend *b);

@@ -274,3 +274,33 @@ fn empty_data_tensors_mix_with_real_nodes() {
     let w = root.mul(x, x).unwrap();
     assert_eq!(eval(&mut root, w), vec![1., 4., 9.]);
 }
+
+#[test]
+fn a_running_compute_can_be_cancelled_and_the_backend_stays_usable() {
+    use std::time::{Duration, Instant};
+    let b = backend();
+    let (mut root, mut input) = contexts(&b);
+    // A chain of 400 matmuls of 256x256: far longer than the cancel delay.
+    let mut rng = Rng::new(11);
+    let w = upload(&mut input, F32, &[256, 256], &rng.vec(256 * 256));
+    let mut x = upload(&mut input, F32, &[256, 64], &rng.vec(256 * 64));
+    for _ in 0..400 {
+        x = root.mul_mat(w, x).unwrap();
+        x = root.scale(x, 1.0 / 16.0).unwrap();
+    }
+    let canceller = b.clone();
+    let t = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(30));
+        canceller.cancel();
+    });
+    let start = Instant::now();
+    let e = root.compute(&[x]).unwrap_err();
+    let took = start.elapsed();
+    t.join().unwrap();
+    assert_eq!(e.kind, ErrorKind::Aborted, "{}", e.message);
+    assert!(took < Duration::from_secs(5), "cancel took {took:?}");
+    // The request was consumed: the same graph now computes to the end.
+    root.compute(&[x]).unwrap();
+    let small = root.add(w, w).unwrap();
+    assert_eq!(eval(&mut root, small)[0], 2.0 * ggml_rs::ml::data::read_f32(w, "t").unwrap()[0]);
+}

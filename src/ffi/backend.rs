@@ -81,6 +81,18 @@ pub extern "C" fn ggml_rs_backend_free(b: *mut ggml_rs_backend) {
     })
 }
 
+/// Cancels the backend's compute in progress at its next node (or, when
+/// none is running, the next one): that ggml_rs_ctx_compute returns
+/// GGML_RS_ERR_ABORTED and the request is consumed; the backend stays
+/// usable. Safe to call from any thread while another computes. NULL is
+/// ignored. (Work on GPU backends finishes its graph first.)
+#[no_mangle]
+pub extern "C" fn ggml_rs_backend_cancel(b: *const ggml_rs_backend) {
+    if let Some(b) = unsafe { b.as_ref() } {
+        b.backend.cancel();
+    }
+}
+
 /// CPU threads the backend uses; 0 for a NULL handle.
 #[no_mangle]
 pub extern "C" fn ggml_rs_backend_n_threads(b: *const ggml_rs_backend) -> usize {

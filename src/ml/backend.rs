@@ -4,6 +4,7 @@
 //! is safe.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -72,6 +73,15 @@ pub(crate) struct BackendInner {
     /// Registry device per layer `0..=blocks` (None: CPU).
     pub layer_devices: Vec<Option<usize>>,
     pub memory: Mutex<Memory>,
+    /// Set by [`Backend::cancel`]; ggml's CPU backend polls it between
+    /// nodes (its abort callback) and stops the compute.
+    pub cancel: Arc<AtomicBool>,
+}
+
+unsafe extern "C" fn abort_requested(data: *mut std::ffi::c_void) -> bool {
+    // SAFETY: `data` is the `AtomicBool` of an `Arc` the backend keeps alive
+    // as long as the CPU backend that calls this.
+    (*(data as *const AtomicBool)).load(Ordering::Relaxed)
 }
 
 // The raw handles are only used under `compute_lock` (scheduler) or are
@@ -195,7 +205,15 @@ impl Backend {
         }
         pending.0.push(init_device(cpu.clone(), cpu_dev)?);
         let cpu_index = pending.0.len() - 1;
-        unsafe { sys::ggml_backend_cpu_set_n_threads(pending.0[cpu_index].backend, n_threads as i32) };
+        let cancel = Arc::new(AtomicBool::new(false));
+        unsafe {
+            sys::ggml_backend_cpu_set_n_threads(pending.0[cpu_index].backend, n_threads as i32);
+            sys::ggml_backend_cpu_set_abort_callback(
+                pending.0[cpu_index].backend,
+                Some(abort_requested),
+                Arc::as_ptr(&cancel) as *mut std::ffi::c_void,
+            );
+        }
 
         // Memory report: the CPU, then every GPU in registry order.
         let mut report: Vec<(usize, String)> = vec![(cpu.index, cpu.name.clone())];
@@ -234,6 +252,7 @@ impl Backend {
             model,
             layer_devices: (0..layers).map(|l| layout.layer_devices.get(l).copied().flatten()).collect(),
             memory: Mutex::new(memory),
+            cancel,
         };
         unsafe {
             let mut backends: Vec<_> = inner.devices.iter().map(|d| d.backend).collect();
@@ -266,7 +285,22 @@ impl Backend {
             progress(1.0);
             return Ok(());
         };
+        for set in &m.weights.sets {
+            if !set.buffer.is_null() && unsafe { sys::ggml_backend_buffer_is_host(set.buffer) } {
+                let base = unsafe { sys::ggml_backend_buffer_get_base(set.buffer) } as usize;
+                let size = unsafe { sys::ggml_backend_buffer_get_size(set.buffer) };
+                super::model::load::prefer_huge_pages(base, size);
+            }
+        }
         super::model::load::load(&m.path, m.gguf.tensors(), &m.weights.sources, inner.n_threads.clamp(1, 16), progress)
+    }
+
+    /// Stops the compute in progress at its next node (or, when none is
+    /// running, the next one to start): it fails with `ErrorKind::Aborted`
+    /// and the request is consumed. The backend stays usable. Safe to call
+    /// from any thread. (CPU work only: GPU backends finish their graph.)
+    pub fn cancel(&self) {
+        self.inner.cancel.store(true, Ordering::SeqCst);
     }
 
     pub fn devices(&self) -> Vec<DeviceInfo> {

@@ -570,7 +570,10 @@ impl Context {
             super::rpc::check_graph(&inner, graph, "compute")?;
             match status {
                 sys::GGML_STATUS_SUCCESS => Ok(()),
-                sys::GGML_STATUS_ABORTED => Err(Error::new(ErrorKind::Aborted, "compute: aborted")),
+                sys::GGML_STATUS_ABORTED => {
+                    inner.cancel.store(false, std::sync::atomic::Ordering::SeqCst);
+                    Err(Error::new(ErrorKind::Aborted, "compute: cancelled"))
+                }
                 sys::GGML_STATUS_ALLOC_FAILED => Err(Error::oom("compute: allocation failed")),
                 s => Err(Error::new(ErrorKind::Compute, format!("compute: ggml graph failed with status {s}"))),
             }

@@ -206,6 +206,19 @@ func create(modelPath string, params ml.BackendParams, opts modelOptions) (*Back
 	return b, nil
 }
 
+// Cancel stops the compute in progress at its next node (or, when none is
+// running, the next one): that Compute panics with an *Error of status
+// StatusAborted, and the backend stays usable. Safe to call from any
+// goroutine; an extension beside Ollama's API (ggml's abort callback).
+func (b *Backend) Cancel() {
+	b.closeMu.Lock()
+	defer b.closeMu.Unlock()
+	if b.closed.Load() || b.c == nil {
+		return
+	}
+	C.ggml_rs_backend_cancel(b.c)
+}
+
 // Close frees the backend. Contexts made from it stay usable until they
 // are closed (they keep the devices alive). Closing twice is a no-op.
 func (b *Backend) Close() {
