@@ -28,39 +28,12 @@ const Q4_0: u32 = sys::GGML_TYPE_Q4_0;
 
 // ---- helpers ------------------------------------------------------------------
 
-fn view_of(p: *mut sys::ggml_tensor) -> Tensor {
-    unsafe { Tensor::from_raw(p) }.expect("view")
-}
-fn permute(root: &Context, t: Tensor, ax: [i32; 4]) -> Tensor {
-    view_of(unsafe { sys::ggml_permute(root.ggml_context(), t.as_ptr(), ax[0], ax[1], ax[2], ax[3]) })
-}
-fn transpose(root: &Context, t: Tensor) -> Tensor {
-    view_of(unsafe { sys::ggml_transpose(root.ggml_context(), t.as_ptr()) })
-}
 /// The first `ne0` elements of every row of the 3-D `t`.
 fn narrow_rows(root: &Context, t: Tensor, ne0: i64) -> Tensor {
     let (ne, nb) = (t.ne(), t.nb());
     view_of(unsafe { sys::ggml_view_3d(root.ggml_context(), t.as_ptr(), ne0, ne[1], ne[2], nb[1], nb[2], 0) })
 }
 
-/// The values of view `v` in logical order, given the contiguous values
-/// `base` of the tensor it views.
-fn logical<T: Copy>(v: Tensor, base: &[T]) -> Vec<T> {
-    let es = unsafe { sys::ggml_type_size(v.dtype()) };
-    let offs = unsafe { (*v.as_ptr()).view_offs };
-    let (ne, nb) = (v.ne(), v.nb());
-    let mut out = Vec::new();
-    for i3 in 0..ne[3] as usize {
-        for i2 in 0..ne[2] as usize {
-            for i1 in 0..ne[1] as usize {
-                for i0 in 0..ne[0] as usize {
-                    out.push(base[(offs + i0 * nb[0] + i1 * nb[1] + i2 * nb[2] + i3 * nb[3]) / es]);
-                }
-            }
-        }
-    }
-    out
-}
 
 fn bf16_round(x: f32) -> f32 {
     let bits = x.to_bits();

@@ -7,45 +7,10 @@ mod common;
 use common::*;
 
 use ggml_rs::ml::{data, Context, ErrorKind, Tensor};
-use ggml_rs::sys;
 
 // ---- helpers (local to this file) -----------------------------------------
 
-fn view_of(p: *mut sys::ggml_tensor) -> Tensor {
-    unsafe { Tensor::from_raw(p) }.expect("view")
-}
-fn transpose(root: &Context, t: Tensor) -> Tensor {
-    view_of(unsafe { sys::ggml_transpose(root.ggml_context(), t.as_ptr()) })
-}
-fn permute(root: &Context, t: Tensor, ax: [i32; 4]) -> Tensor {
-    view_of(unsafe { sys::ggml_permute(root.ggml_context(), t.as_ptr(), ax[0], ax[1], ax[2], ax[3]) })
-}
-/// The first `ne0` elements of every row of `t`, rows keeping their stride.
-fn padded_rows(root: &Context, t: Tensor, ne0: i64) -> Tensor {
-    let (ne, nb) = (t.ne(), t.nb());
-    view_of(unsafe {
-        sys::ggml_view_4d(root.ggml_context(), t.as_ptr(), ne0, ne[1], ne[2], ne[3], nb[1], nb[2], nb[3], 0)
-    })
-}
 
-/// The elements of view `v` in logical order, given the contiguous values
-/// `base` of the tensor it views.
-fn logical(v: Tensor, base: &[f32]) -> Vec<f32> {
-    let es = unsafe { sys::ggml_type_size(v.dtype()) };
-    let offs = unsafe { (*v.as_ptr()).view_offs };
-    let (ne, nb) = (v.ne(), v.nb());
-    let mut out = Vec::new();
-    for i3 in 0..ne[3] as usize {
-        for i2 in 0..ne[2] as usize {
-            for i1 in 0..ne[1] as usize {
-                for i0 in 0..ne[0] as usize {
-                    out.push(base[(offs + i0 * nb[0] + i1 * nb[1] + i2 * nb[2] + i3 * nb[3]) / es]);
-                }
-            }
-        }
-    }
-    out
-}
 
 fn ne4(shape: &[i64]) -> [usize; 4] {
     let mut ne = [1usize; 4];
