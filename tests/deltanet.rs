@@ -8,6 +8,8 @@
 //! two sequences; state carry-over (tokens [0,n) then [n,m) from the returned
 //! state equals one call over [0,m)); bad inputs; and the C ABI.
 mod common;
+#[path = "common/capi.rs"]
+mod capi_base;
 use common::*;
 
 use ggml_rs::ml::ops::ssm::HeadRepeat;
@@ -637,54 +639,9 @@ fn bad_inputs_fail_with_the_op_name_and_leave_the_context_usable() {
 // ---- the C ABI -------------------------------------------------------------------------------
 
 mod capi {
-    use std::ffi::c_char;
-
-    #[repr(C)]
-    pub struct Error {
-        pub status: i32,
-        pub message: [c_char; 1024],
-    }
-    impl Error {
-        pub fn new() -> Error {
-            Error { status: 0, message: [0; 1024] }
-        }
-        pub fn text(&self) -> String {
-            unsafe { std::ffi::CStr::from_ptr(self.message.as_ptr()) }.to_string_lossy().into_owned()
-        }
-    }
-    #[repr(C)]
-    pub struct BackendParams {
-        pub n_threads: u32,
-        pub max_graph_nodes: u32,
-        pub flash_attention: i32,
-        pub alloc_memory: bool,
-    }
-    pub enum Backend {}
-    pub enum Ctx {}
-    pub enum T {}
-
-    pub const OK: i32 = 0;
-    pub const INVALID_ARGUMENT: i32 = 1;
-    pub const SHAPE: i32 = 2;
+    pub use crate::capi_base::*;
 
     extern "C" {
-        pub fn ggml_rs_backend_new(p: *const BackendParams, out: *mut *mut Backend, err: *mut Error) -> i32;
-        pub fn ggml_rs_backend_free(b: *mut Backend);
-        pub fn ggml_rs_ctx_new(b: *const Backend, size: usize, err: *mut Error) -> *mut Ctx;
-        pub fn ggml_rs_ctx_input(c: *mut Ctx) -> *mut Ctx;
-        pub fn ggml_rs_ctx_free(c: *mut Ctx);
-        pub fn ggml_rs_ctx_from_data(
-            c: *mut Ctx,
-            type_: i32,
-            ne: *const i64,
-            n_dims: usize,
-            data: *const u8,
-            len: usize,
-            err: *mut Error,
-        ) -> *mut T;
-        pub fn ggml_rs_ctx_compute(c: *mut Ctx, outs: *const *mut T, n: usize, err: *mut Error) -> i32;
-        pub fn ggml_rs_ctx_clear_error(c: *mut Ctx);
-        pub fn ggml_rs_tensor_get_f32(t: *mut T, dst: *mut f32, n: usize, err: *mut Error) -> i32;
         #[allow(clippy::too_many_arguments)]
         pub fn ggml_rs_gated_delta_net(
             c: *mut Ctx,

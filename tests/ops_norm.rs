@@ -4,6 +4,8 @@
 //! biases, non-contiguous views; f16 and other unsupported inputs, bad
 //! shapes and bad eps are errors naming the op; and a C ABI test.
 mod common;
+#[path = "common/capi.rs"]
+mod capi_base;
 use common::*;
 
 use ggml_rs::ml::{data, Context, ErrorKind, Tensor};
@@ -539,48 +541,9 @@ fn norms_reject_bad_eps_types_shapes_and_layouts() {
 
 /// Declarations matching include/ggml_rs.h.
 mod capi {
-    use std::ffi::c_char;
-
-    #[repr(C)]
-    pub struct Error {
-        pub status: i32,
-        pub message: [c_char; 1024],
-    }
-    impl Error {
-        pub fn new() -> Error {
-            Error { status: 0, message: [0; 1024] }
-        }
-        pub fn text(&self) -> String {
-            unsafe { std::ffi::CStr::from_ptr(self.message.as_ptr()) }.to_string_lossy().into_owned()
-        }
-    }
-    pub enum Backend {}
-    pub enum Ctx {}
-    pub enum T {}
-
-    pub const OK: i32 = 0;
-    pub const INVALID_ARGUMENT: i32 = 1;
-    pub const SHAPE: i32 = 2;
+    pub use crate::capi_base::*;
 
     extern "C" {
-        pub fn ggml_rs_backend_new(p: *const u8, out: *mut *mut Backend, err: *mut Error) -> i32;
-        pub fn ggml_rs_backend_free(b: *mut Backend);
-        pub fn ggml_rs_ctx_new(b: *const Backend, size: usize, err: *mut Error) -> *mut Ctx;
-        pub fn ggml_rs_ctx_input(c: *mut Ctx) -> *mut Ctx;
-        pub fn ggml_rs_ctx_free(c: *mut Ctx);
-        pub fn ggml_rs_ctx_from_data(
-            c: *mut Ctx,
-            type_: i32,
-            ne: *const i64,
-            n_dims: usize,
-            data: *const u8,
-            len: usize,
-            err: *mut Error,
-        ) -> *mut T;
-        pub fn ggml_rs_ctx_compute(c: *mut Ctx, outs: *const *mut T, n: usize, err: *mut Error) -> i32;
-        pub fn ggml_rs_ctx_clear_error(c: *mut Ctx);
-        pub fn ggml_rs_tensor_get_f32(t: *mut T, dst: *mut f32, n: usize, err: *mut Error) -> i32;
-
         pub fn ggml_rs_softmax(c: *mut Ctx, a: *mut T, err: *mut Error) -> *mut T;
         pub fn ggml_rs_rms_norm(c: *mut Ctx, a: *mut T, w: *mut T, eps: f32, err: *mut Error) -> *mut T;
         pub fn ggml_rs_layer_norm(c: *mut Ctx, a: *mut T, w: *mut T, b: *mut T, eps: f32, err: *mut Error) -> *mut T;
