@@ -469,6 +469,13 @@ size_t ggml_rs_backend_n_threads(const struct ggml_rs_backend *b);
 size_t ggml_rs_backend_max_graph_nodes(const struct ggml_rs_backend *b);
 
 /**
+ * Whether the backend's attention uses flash attention: 1 or 0, with
+ * "auto" (-1 at creation) already resolved by asking each device that
+ * runs attention whether it supports the op; -1 for NULL.
+ */
+int32_t ggml_rs_backend_flash_attention(const struct ggml_rs_backend *b);
+
+/**
  * Number of devices the backend's scheduler uses (CPU last); 0 for NULL.
  */
 size_t ggml_rs_backend_device_count(const struct ggml_rs_backend *b);

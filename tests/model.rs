@@ -277,3 +277,52 @@ fn sizing_measures_the_same_graph_as_a_real_backend() {
     assert!(graphs[0].devices[0].graph < 16 << 10, "{}", graphs[0]);
     std::fs::remove_dir_all(dir).ok();
 }
+
+#[test]
+fn auto_flash_attention_asks_the_devices() {
+    use ggml_rs::ml::flash::{self, AttentionShape};
+    use ggml_rs::ml::FlashAttention;
+    let dir = tmpdir("flash");
+    let (path, _) = model_file(&dir);
+    let g = ggml_rs::ml::gguf::Gguf::open(&path).unwrap();
+    // No head counts in the metadata: no shape, the default is probed.
+    assert_eq!(AttentionShape::of_model(&g), None);
+
+    let path2 = dir.join("heads.gguf");
+    Writer::new()
+        .kv("general.architecture", Value::Str("qwen3".into()))
+        .kv("qwen3.block_count", Value::U32(1))
+        .kv("qwen3.embedding_length", Value::U32(256))
+        .kv("qwen3.attention.head_count", Value::U32(8))
+        .kv("qwen3.attention.head_count_kv", Value::U32(2))
+        .kv("qwen3.attention.key_length", Value::U32(64))
+        .tensor("token_embd.weight", F32, &[256, 4])
+        .write_to(&path2)
+        .unwrap();
+    let g2 = ggml_rs::ml::gguf::Gguf::open(path2.to_str().unwrap()).unwrap();
+    let shape = AttentionShape::of_model(&g2).unwrap();
+    assert_eq!(shape, AttentionShape { head_k: 64, head_v: 64, heads: 8, kv_heads: 2 });
+
+    // ggml's CPU backend supports the op; asking no device means no.
+    let cpu = (0..ggml_rs::ml::device::count())
+        .map(|i| unsafe { sys::ggml_backend_dev_get(i) })
+        .find(|&d| unsafe { sys::ggml_backend_dev_type(d) } == sys::GGML_BACKEND_DEVICE_TYPE_CPU)
+        .unwrap();
+    assert!(flash::supported(&[cpu], shape));
+    assert!(!flash::supported(&[], shape));
+
+    // Auto resolves when the backend is made; explicit settings stay.
+    let only_cpu = ggml_rs::ml::device::list().iter().all(|d| d.device_type == ggml_rs::ml::DeviceType::Cpu);
+    for (want, got) in [
+        (FlashAttention::Enabled, FlashAttention::Enabled),
+        (FlashAttention::Disabled, FlashAttention::Disabled),
+        (FlashAttention::Auto, FlashAttention::Enabled),
+    ] {
+        if want == FlashAttention::Auto && !only_cpu {
+            continue;
+        }
+        let p = BackendParams { flash_attention: want, ..params(false) };
+        let b = Backend::open(Some(path2.to_str().unwrap()), &p, &Layout::default()).unwrap();
+        assert_eq!(b.flash_attention(), got, "{want:?}");
+    }
+}

@@ -105,6 +105,19 @@ pub extern "C" fn ggml_rs_backend_max_graph_nodes(b: *const ggml_rs_backend) -> 
     unsafe { b.as_ref() }.map(|b| b.backend.max_graph_nodes()).unwrap_or(0)
 }
 
+/// Whether the backend's attention uses flash attention: 1 or 0, with
+/// "auto" (-1 at creation) already resolved by asking each device that
+/// runs attention whether it supports the op; -1 for NULL.
+#[no_mangle]
+pub extern "C" fn ggml_rs_backend_flash_attention(b: *const ggml_rs_backend) -> i32 {
+    unsafe { b.as_ref() }
+        .map(|b| match b.backend.flash_attention() {
+            FlashAttention::Enabled => 1,
+            _ => 0,
+        })
+        .unwrap_or(-1)
+}
+
 /// Number of devices the backend's scheduler uses (CPU last); 0 for NULL.
 #[no_mangle]
 pub extern "C" fn ggml_rs_backend_device_count(b: *const ggml_rs_backend) -> usize {

@@ -10,10 +10,12 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use super::device::{self, DeviceInfo, DeviceType};
+use super::flash::{self, AttentionShape};
 use super::gguf::{Gguf, Value};
 use super::model::memory::Memory;
 use super::model::weights::{self, BuftChooser, Layout, Targets, Weights};
-use super::{threads, Error, ErrorKind, Result, Tensor};
+use super::threads::{self, ThreadPool};
+use super::{Error, ErrorKind, Result, Tensor};
 use crate::sys;
 
 /// Flash attention choice, as Ollama's `ml.FlashAttentionType`.
@@ -76,6 +78,9 @@ pub(crate) struct BackendInner {
     /// Set by [`Backend::cancel`]; ggml's CPU backend polls it between
     /// nodes (its abort callback) and stops the compute.
     pub cancel: Arc<AtomicBool>,
+    /// The CPU backend's workers, kept between graphs (see [`ThreadPool`]).
+    /// Dropped after the device backends.
+    pub threadpool: Option<ThreadPool>,
 }
 
 unsafe extern "C" fn abort_requested(data: *mut std::ffi::c_void) -> bool {
@@ -101,6 +106,7 @@ impl Drop for BackendInner {
                 sys::ggml_backend_free(d.backend);
             }
         }
+        self.threadpool = None;
     }
 }
 
@@ -206,8 +212,13 @@ impl Backend {
         pending.0.push(init_device(cpu.clone(), cpu_dev)?);
         let cpu_index = pending.0.len() - 1;
         let cancel = Arc::new(AtomicBool::new(false));
+        // Without a pool ggml falls back to threads made per compute.
+        let threadpool = ThreadPool::new(n_threads);
         unsafe {
             sys::ggml_backend_cpu_set_n_threads(pending.0[cpu_index].backend, n_threads as i32);
+            if let Some(tp) = &threadpool {
+                sys::ggml_backend_cpu_set_threadpool(pending.0[cpu_index].backend, tp.raw());
+            }
             sys::ggml_backend_cpu_set_abort_callback(
                 pending.0[cpu_index].backend,
                 Some(abort_requested),
@@ -237,6 +248,45 @@ impl Backend {
             model = Some(Model { gguf: g, path, blocks, weights: w });
         }
 
+        let flash_attention = match params.flash_attention {
+            FlashAttention::Auto => {
+                // The devices that run attention: with a model, those with
+                // repeating layers (the CPU for layers no GPU took); without
+                // one the scheduler may put it on any device.
+                let attention_devices: Vec<sys::ggml_backend_dev_t> = pending
+                    .0
+                    .iter()
+                    .filter(|d| {
+                        if model.is_none() {
+                            return true;
+                        }
+                        let on = |dev: Option<usize>| (0..blocks.max(1)).any(|l| layout.layer_devices.get(l).copied().flatten() == dev);
+                        if d.info.index == cpu.index {
+                            on(None)
+                        } else {
+                            on(Some(d.info.index))
+                        }
+                    })
+                    .map(|d| raw[&d.info.index])
+                    .collect();
+                let shape = model.as_ref().and_then(|m| AttentionShape::of_model(&m.gguf)).unwrap_or_default();
+                let ok = flash::supported(&attention_devices, shape);
+                log::info!(
+                    "flash attention auto: {} ({} device(s) asked, head size {}/{})",
+                    if ok { "enabled" } else { "disabled" },
+                    attention_devices.len(),
+                    shape.head_k,
+                    shape.head_v
+                );
+                if ok {
+                    FlashAttention::Enabled
+                } else {
+                    FlashAttention::Disabled
+                }
+            }
+            f => f,
+        };
+
         let n_tensors = model.as_ref().map(|m| m.weights.by_name.len()).unwrap_or(0);
         let max_graph_nodes = if params.max_graph_nodes == 0 { 8192.max(32 * n_tensors) } else { params.max_graph_nodes };
         let devices = std::mem::take(&mut pending.0);
@@ -246,13 +296,14 @@ impl Backend {
             cpu_index,
             n_threads,
             max_graph_nodes,
-            flash_attention: params.flash_attention,
+            flash_attention,
             alloc_memory: params.alloc_memory,
             compute_lock: Mutex::new(()),
             model,
             layer_devices: (0..layers).map(|l| layout.layer_devices.get(l).copied().flatten()).collect(),
             memory: Mutex::new(memory),
             cancel,
+            threadpool,
         };
         unsafe {
             let mut backends: Vec<_> = inner.devices.iter().map(|d| d.backend).collect();
@@ -312,6 +363,7 @@ impl Backend {
     pub fn max_graph_nodes(&self) -> usize {
         self.inner.max_graph_nodes
     }
+    /// Enabled or Disabled: Auto was resolved when the backend was made.
     pub fn flash_attention(&self) -> FlashAttention {
         self.inner.flash_attention
     }

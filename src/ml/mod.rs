@@ -10,6 +10,7 @@ pub mod context;
 pub mod data;
 pub mod device;
 pub mod error;
+pub mod flash;
 pub mod gguf;
 pub mod log;
 pub mod model;

@@ -4,6 +4,8 @@
 
 use std::fs;
 
+use crate::sys;
+
 /// CPUs in this process's affinity mask (falls back to the online count).
 pub fn affinity_cpus() -> usize {
     #[cfg(target_os = "linux")]
@@ -63,6 +65,44 @@ pub fn default_threads() -> usize {
         None => n.max(1),
     }
 }
+
+/// A ggml CPU threadpool that lives as long as the backend using it.
+///
+/// Without one, ggml creates and joins its worker threads on every graph
+/// compute; a new worker often starts on the core of the thread that made
+/// it and shares that core until the kernel migrates it, which costs a
+/// decode step (a few milliseconds of compute) most of its second thread.
+/// llama.cpp's tools keep one pool per context for the same reason.
+pub(crate) struct ThreadPool(*mut sys::ggml_threadpool);
+
+impl ThreadPool {
+    /// A pool of `n` threads (the calling thread is one of them), polling
+    /// for work for a while after each graph before sleeping.
+    pub fn new(n: usize) -> Option<ThreadPool> {
+        // SAFETY: plain constructors; a NULL result means ggml failed.
+        unsafe {
+            let mut p = sys::ggml_threadpool_params_default(n as i32);
+            let tp = sys::ggml_threadpool_new(&mut p);
+            (!tp.is_null()).then_some(ThreadPool(tp))
+        }
+    }
+
+    pub fn raw(&self) -> *mut sys::ggml_threadpool {
+        self.0
+    }
+}
+
+impl Drop for ThreadPool {
+    fn drop(&mut self) {
+        // SAFETY: created by ggml_threadpool_new, freed once; the owner drops
+        // the CPU backend that uses it first.
+        unsafe { sys::ggml_threadpool_free(self.0) }
+    }
+}
+
+// The pool is used only under the backend's compute lock.
+unsafe impl Send for ThreadPool {}
+unsafe impl Sync for ThreadPool {}
 
 #[cfg(test)]
 mod tests {

@@ -24,7 +24,7 @@ type decoderFlags struct {
 func addDecoderFlags(fs *flag.FlagSet) *decoderFlags {
 	return &decoderFlags{
 		modelFlags: addModelFlags(fs),
-		fa:         fs.String("fa", "", "flash attention: auto (on when layers go to a GPU), on or off (overrides -flash-attention)"),
+		fa:         fs.String("fa", "", "flash attention: auto, on or off (short for -flash-attention)"),
 		ctx:        fs.Int("ctx", 4096, "context size: KV cache capacity in tokens"),
 		batch:      fs.Int("batch", 512, "prompt processing batch size"),
 	}
@@ -34,17 +34,8 @@ func addDecoderFlags(fs *flag.FlagSet) *decoderFlags {
 func (f *decoderFlags) resolveFA() error {
 	switch strings.ToLower(*f.fa) {
 	case "":
-	case "on", "off":
+	case "on", "off", "auto":
 		*f.flash = strings.ToLower(*f.fa)
-	case "auto":
-		*f.flash = "off"
-		if *f.ngl != 0 {
-			for _, d := range backend.Devices() {
-				if d.Type == backend.DeviceGPU || d.Type == backend.DeviceIntegratedGPU {
-					*f.flash = "on"
-				}
-			}
-		}
 	default:
 		return usagef("-fa %q: auto, on or off", *f.fa)
 	}

@@ -28,7 +28,7 @@ func addModelFlags(fs *flag.FlagSet) *modelFlags {
 	return &modelFlags{
 		threads: fs.Int("threads", 0, "CPU threads (0: all this process may use)"),
 		ngl:     fs.Int("ngl", -1, "layers to place on the first GPU, counted from the output end (-1: all; 0: CPU only)"),
-		flash:   fs.String("flash-attention", "off", "flash attention: on or off"),
+		flash:   fs.String("flash-attention", "auto", "flash attention: auto (on when every device that runs attention supports it), on or off"),
 	}
 }
 
@@ -41,8 +41,10 @@ func (f *modelFlags) params(path string, alloc bool) (ml.BackendParams, error) {
 		p.FlashAttention = ml.FlashAttentionEnabled
 	case "off", "false", "disabled":
 		p.FlashAttention = ml.FlashAttentionDisabled
+	case "auto", "":
+		p.FlashAttention = ml.FlashAttentionAuto
 	default:
-		return p, usagef("-flash-attention %q: on or off", *f.flash)
+		return p, usagef("-flash-attention %q: auto, on or off", *f.flash)
 	}
 	if *f.threads < 0 {
 		return p, usagef("-threads must be 0 or more")

@@ -87,6 +87,9 @@ type Backend struct {
 	params        ml.BackendParams
 	maxGraphNodes int
 	threads       int
+	// flash is the attention kernel choice, with FlashAttentionAuto
+	// resolved by ggml-rs (asking each device that runs attention).
+	flash bool
 
 	// computeMu serialises Compute across the backend's contexts (Ollama's
 	// schedMu), so ComputeWithNotify's callback starts when this compute
@@ -190,6 +193,7 @@ func create(modelPath string, params ml.BackendParams, opts modelOptions) (*Back
 		params:        params,
 		maxGraphNodes: int(C.ggml_rs_backend_max_graph_nodes(h)),
 		threads:       int(C.ggml_rs_backend_n_threads(h)),
+		flash:         C.ggml_rs_backend_flash_attention(h) == 1,
 		devices:       deviceMap(devices),
 	}
 	n := int(C.ggml_rs_backend_device_count(h))
@@ -320,10 +324,21 @@ func (b *Backend) NewContextSize(n int) ml.Context {
 	return &Context{f: f, c: h}
 }
 
+// FlashAttention is the attention kernel this backend uses: Enabled or
+// Disabled, FlashAttentionAuto having been resolved when it was made by
+// asking ggml whether every device that runs attention supports the op.
+// (An extension: Ollama's engine decided this before creating a backend.)
+func (b *Backend) FlashAttention() ml.FlashAttentionType {
+	if b.flash {
+		return ml.FlashAttentionEnabled
+	}
+	return ml.FlashAttentionDisabled
+}
+
 // CacheConfig asks KV caches for the layout this backend's attention
 // wants: an F16 mask for flash attention, else a pre-permuted V.
 func (b *Backend) CacheConfig() ml.CacheConfig {
-	if b.params.FlashAttention == ml.FlashAttentionEnabled {
+	if b.flash {
 		return ml.CacheConfig{CachePadding: 256, MaskDType: ml.DTypeF16}
 	}
 	return ml.CacheConfig{CachePadding: 256, PermutedV: true}

@@ -457,7 +457,8 @@ func (t *Tensor) RoPE(ctx ml.Context, positions ml.Tensor, ropeDim int, ropeBase
 // ScaledDotProductAttention: t is the query [dk, heads, seqQ, …], key
 // [dk, kvHeads, seqK], value [dv, kvHeads, seqK] (or, when the cache
 // applied CacheConfig's PermutedV, [seqK, dv, kvHeads]). Flash attention
-// is used iff the backend was created with FlashAttentionEnabled.
+// is used iff the backend was created with FlashAttentionEnabled, or with
+// FlashAttentionAuto and every device that runs attention supports it.
 func (t *Tensor) ScaledDotProductAttention(ctx ml.Context, key, value, mask, sinks ml.Tensor, vmla ml.Tensor, scale float64, cacheConfigApplied bool) ml.Tensor {
 	c := use(ctx, "ScaledDotProductAttention")
 	b := c.f.b
@@ -479,7 +480,7 @@ func (t *Tensor) ScaledDotProductAttention(ctx ml.Context, key, value, mask, sin
 	}
 	// V is in the permuted layout whenever the config asks for it: either
 	// the cache applied it or the step above did.
-	flash := b.params.FlashAttention == ml.FlashAttentionEnabled
+	flash := b.flash
 	const op = "ScaledDotProductAttention"
 	return c.result(C.ggml_rs_sdpa(c.c, t.ptr(op), handle(key, op), handle(value, op),
 		handle(mask, op), handle(sinks, op), handle(vmla, op),

@@ -75,13 +75,30 @@ func TestCacheConfig(t *testing.T) {
 	cases := map[ml.FlashAttentionType]ml.CacheConfig{
 		ml.FlashAttentionEnabled:  {CachePadding: 256, MaskDType: ml.DTypeF16},
 		ml.FlashAttentionDisabled: {CachePadding: 256, PermutedV: true},
-		ml.FlashAttentionAuto:     {CachePadding: 256, PermutedV: true},
+		// ggml's CPU backend supports flash attention, so auto enables it
+		// on a CPU-only machine (with a GPU present it depends on the GPU).
+		ml.FlashAttentionAuto: {CachePadding: 256, MaskDType: ml.DTypeF16},
+	}
+	resolved := map[ml.FlashAttentionType]ml.FlashAttentionType{
+		ml.FlashAttentionEnabled:  ml.FlashAttentionEnabled,
+		ml.FlashAttentionDisabled: ml.FlashAttentionDisabled,
+		ml.FlashAttentionAuto:     ml.FlashAttentionEnabled,
+	}
+	onlyCPU := true
+	for _, d := range Devices() {
+		onlyCPU = onlyCPU && d.Type == DeviceCPU
 	}
 	for fa, want := range cases {
+		if fa == ml.FlashAttentionAuto && !onlyCPU {
+			continue
+		}
 		b := newBackend(t, ml.BackendParams{FlashAttention: fa})
 		bc, ok := b.(ml.BackendCacheConfig)
 		if !ok || bc.CacheConfig() != want {
 			t.Errorf("%v: CacheConfig = %+v, want %+v", fa, bc.CacheConfig(), want)
+		}
+		if got := b.(*Backend).FlashAttention(); got != resolved[fa] {
+			t.Errorf("%v: FlashAttention() = %v, want %v", fa, got, resolved[fa])
 		}
 	}
 }
