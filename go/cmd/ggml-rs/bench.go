@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand"
 	"os"
+	"runtime"
 	"time"
 
 	"ggmlrs/gguf"
@@ -42,6 +43,9 @@ func runBench(args []string) error {
 	defer b.Close()
 	cache := m.NewCache(*df.ctx)
 	defer cache.Close()
+	// As llama.Model.Generate: keep ggml's calling thread on one OS thread.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	r := rand.New(rand.NewSource(1))
 	tokens := func(n int) []int32 {
 		t := make([]int32, n)
