@@ -24,13 +24,16 @@ all: build
 $(GGML_STAMP): scripts/fetch-ggml.sh scripts/fetch-ggml/Cargo.lock $(wildcard scripts/patches/*.sh)
 	scripts/fetch-ggml.sh
 
-# Tools the build and tests use that a fresh machine of this kind may lack.
+# Tools the build and tests use that a fresh machine of this kind may lack
+# (python3 with venv: the venv that generates the parity models; Debian
+# ships venv's ensurepip in python3-venv).
 deps:
 	@missing=""; \
-	for t in cmake ninja g++ valgrind; do command -v $$t >/dev/null || missing="$$missing $$t"; done; \
+	for t in cmake ninja g++ valgrind python3; do command -v $$t >/dev/null || missing="$$missing $$t"; done; \
+	if command -v python3 >/dev/null && ! python3 -c 'import ensurepip, venv' 2>/dev/null; then missing="$$missing python3-venv"; fi; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
-	  pkgs=$$(echo "$$missing" | sed 's/g++/g++/; s/ninja/ninja-build/'); \
+	  pkgs=$$(echo "$$missing" | sed 's/ninja/ninja-build/'); \
 	  (apt-get update -qq && apt-get install -y -qq $$pkgs) || { echo "could not install$$missing" >&2; exit 1; }; \
 	fi
 
@@ -45,6 +48,9 @@ build: deps $(GGML_STAMP)
 MINILM_DIR := .cache/all-minilm-l6-v2
 MINILM_GGUF := .cache/all-minilm-l6-v2.gguf
 RUNNER := go/bin/ggml-rs
+# The small generated models of the parity tests (see "parity" below).
+MODELS_DIR := .cache/models
+SMALL_MODELS := $(foreach a,llama qwen3,$(foreach t,f16 q8_0 q4_0,$(MODELS_DIR)/$(a)-small-$(t).gguf))
 RUN_TEXTS := "A man is playing a guitar." \
 	"Someone is strumming an acoustic instrument." \
 	"The cat sleeps on the sofa." \
@@ -81,8 +87,10 @@ test-rust: $(GGML_STAMP)
 test-c: build
 	$(MAKE) -C tests/c test
 
-test-go: build fetch-minilm
-	cd go && $(GO_ENV) $(GO) vet ./... && $(GO_ENV) $(GO) test -count=1 ./...
+# The parity tests (go/cmd/ggml-rs/parity_test.go) need the generated small
+# models; GGML_RS_MODELS makes a missing one a failure rather than a skip.
+test-go: build fetch-minilm $(SMALL_MODELS)
+	cd go && $(GO_ENV) $(GO) vet ./... && GGML_RS_MODELS=$(CURDIR)/$(MODELS_DIR) $(GO_ENV) $(GO) test -count=1 ./...
 
 check-header:
 	$(CARGO) run -q --release -p gen-header -- --check
@@ -103,8 +111,10 @@ bench-load: build
 # The reference: llama.cpp's libllama from the same pinned package as our ggml
 # (with our ggml patches), built on demand into .cache with our own driver,
 # tools/llama-ref. Models: deterministic random weights (scripts/gen-models.py,
-# the PyPI gguf package in a venv in .cache). Neither `make test` nor `make
-# build` touches any of this.
+# the PyPI gguf package in a venv in .cache). `make test` generates the small
+# models (once: a file is written only when missing) for the Go parity tests,
+# which compare with the committed golden files; it never builds the
+# reference.
 LLAMA_STAMP := .cache/llama.cpp/.ggml-rs-stamp
 LLAMA_REF := .cache/llama-build/llama-ref
 PYENV := .cache/py
@@ -125,20 +135,27 @@ $(LLAMA_REF): $(LLAMA_STAMP) tools/llama-ref/CMakeLists.txt tools/llama-ref/main
 
 llama-ref: $(LLAMA_REF)
 
-$(PY_STAMP): scripts/gen-models-requirements.txt
+$(PY_STAMP): scripts/gen-models-requirements.txt | deps
 	python3 -m venv $(PYENV)
 	$(PYENV)/bin/pip install -q -r scripts/gen-models-requirements.txt
 	cp scripts/gen-models-requirements.txt $@
 
-models: $(PY_STAMP)
-	$(PY) scripts/gen-models.py --size small -f
+# Each small model is written when it is missing (rm one to regenerate it;
+# the parity tests check their sha256 against the golden files').
+$(SMALL_MODELS):
+	$(MAKE) --no-print-directory $(PY_STAMP)
+	$(PY) scripts/gen-models.py --size small -o $(dir $@) --arch $(word 1,$(subst -, ,$(notdir $@))) --types $(subst .gguf,,$(word 3,$(subst -, ,$(notdir $@))))
 
-# Rewrites tests/golden/ref_*.json from the reference (commit them).
+models: $(SMALL_MODELS)
+
+# Rewrites tests/golden/ref_*.json and tokens_*.json from the reference
+# (commit them).
 parity-golden: $(LLAMA_REF) models
 	python3 scripts/parity.py golden
+	python3 scripts/parity.py tokens-golden
 
-# The reference again against the golden files, and ours when go/bin/ggml-rs
-# has a `logits` command.
+# The reference again against the golden files (logits and tokens), and ours
+# (go/bin/ggml-rs logits and tokenize) with the Go tests' tolerances.
 parity: $(LLAMA_REF) models
 	$(MAKE) runner || echo "parity: the runner did not build; comparing the reference alone"
 	python3 scripts/parity.py check

@@ -3,9 +3,11 @@
 // Calls only llama.cpp's public API (llama.h, ggml-cpu.h) of the pinned
 // sources in .cache/llama.cpp; see tools/llama-ref/CMakeLists.txt.
 //
-//   llama-ref logits [-all] [-t N] [-fa on|off|auto] MODEL TOKEN...
+//   llama-ref logits [-all] [-decode N] [-t N] [-fa on|off|auto] MODEL TOKEN...
 //       JSON {"model","n_vocab","tokens","logits"}: the logits of the last
-//       position, or with -all one row per position.
+//       position, or with -all one row per position. The tokens go in one
+//       llama_decode; with -decode N, the last N one per llama_decode after
+//       the others (as greedy does).
 //   llama-ref greedy [-n 64] [-t N] [-fa ...] MODEL TOKEN...
 //       JSON {"model","prompt","tokens"}: a greedy continuation (argmax of the
 //       last position, one token per llama_decode).
@@ -15,6 +17,15 @@
 //       tokens (one llama_decode per n_batch), tg decodes n random tokens one
 //       per llama_decode from an empty cache; the KV cache is cleared before
 //       each run, and the CPU threads run in one polling threadpool.
+//   llama-ref tokenize [-special] MODEL TEXT
+//       JSON {"model","n_vocab","tokens"}: llama_tokenize of TEXT with a
+//       vocab-only load; -special sets add_special and parse_special (what
+//       llama.cpp's tools do with a prompt), else neither.
+//   llama-ref tokenize -batch FILE MODEL
+//       FILE ("-": stdin) holds one text a line, hex-encoded (any bytes, so
+//       newlines and invalid UTF-8 pass); JSON {"model","n_vocab","add_bos",
+//       "add_eos","results":[{"plain":[...],"special":[...]}, ...]}, or
+//       {"error":"..."} for a text llama_tokenize threw on.
 //
 // TOKEN arguments may also be comma-separated lists.
 #include "llama.h"
@@ -34,10 +45,10 @@
 namespace {
 
 struct Opts {
-    std::string cmd, model;
+    std::string cmd, model, text, batch;
     std::vector<llama_token> tokens;
-    bool all = false, json = false, verbose = false;
-    int threads = 0, n_pred = 64, n_prompt = 512, n_gen = 128, reps = 3;
+    bool all = false, json = false, verbose = false, special = false;
+    int threads = 0, n_decode = 0, n_pred = 64, n_prompt = 512, n_gen = 128, reps = 3;
     llama_flash_attn_type fa = LLAMA_FLASH_ATTN_TYPE_AUTO;
 };
 
@@ -50,9 +61,11 @@ struct Opts {
 
 void usage() {
     fprintf(stderr,
-            "usage: llama-ref logits [-all] [-t N] [-fa on|off|auto] MODEL TOKEN...\n"
+            "usage: llama-ref logits [-all] [-decode N] [-t N] [-fa on|off|auto] MODEL TOKEN...\n"
             "       llama-ref greedy [-n 64] [-t N] [-fa on|off|auto] MODEL TOKEN...\n"
-            "       llama-ref bench [-p 512] [-n 128] [-r 3] [-t N] [-fa on|off|auto] [-json] MODEL\n");
+            "       llama-ref bench [-p 512] [-n 128] [-r 3] [-t N] [-fa on|off|auto] [-json] MODEL\n"
+            "       llama-ref tokenize [-special] MODEL TEXT\n"
+            "       llama-ref tokenize -batch FILE MODEL\n");
     exit(2);
 }
 
@@ -68,12 +81,18 @@ Opts parse(int argc, char ** argv) {
     Opts o;
     o.cmd = argv[1];
     std::vector<std::string> pos;
+    bool rest = false;  // after "--", everything is positional
     for (int i = 2; i < argc; i++) {
         std::string a = argv[i];
+        if (rest) { pos.push_back(a); continue; }
+        if (a == "--") { rest = true; continue; }
         auto next = [&]() -> const char * { if (i + 1 >= argc) die("%s needs a value", argv[i]); return argv[++i]; };
         if (a == "-all") o.all = true;
         else if (a == "-json") o.json = true;
         else if (a == "-v") o.verbose = true;
+        else if (a == "-special") o.special = true;
+        else if (a == "-decode") o.n_decode = to_int(next());
+        else if (a == "-batch") o.batch = next();
         else if (a == "-t") o.threads = to_int(next());
         else if (a == "-p") o.n_prompt = to_int(next());
         else if (a == "-r") o.reps = to_int(next());
@@ -90,6 +109,13 @@ Opts parse(int argc, char ** argv) {
     }
     if (pos.empty()) usage();
     o.model = pos[0];
+    if (o.cmd == "tokenize") {
+        // The text is taken as it is (it may look like an option or a number).
+        if (o.batch.empty() && pos.size() != 2) die("tokenize needs a model and one text (or -batch FILE)");
+        if (!o.batch.empty() && pos.size() != 1) die("tokenize -batch takes no text arguments");
+        if (pos.size() == 2) o.text = pos[1];
+        return o;
+    }
     for (size_t i = 1; i < pos.size(); i++) {
         std::string s = pos[i];
         size_t start = 0;
@@ -202,20 +228,29 @@ int cmd_logits(const Opts & o) {
     int n = (int) o.tokens.size();
     Session s(o, n, n);
     check_tokens(o, s);
-    s.decode(o.tokens, 0, o.all);
+    if (o.n_decode < 0 || o.n_decode > n) die("-decode: 0 to the number of tokens");
+    // The prefill in one batch, then the last n_decode tokens one per decode.
+    int prefill = n - o.n_decode;
+    std::vector<std::vector<float>> rows;
+    auto keep = [&](int i) { const float * l = llama_get_logits_ith(s.ctx, i); rows.emplace_back(l, l + s.n_vocab); };
+    if (prefill > 0) {
+        s.decode(std::vector<llama_token>(o.tokens.begin(), o.tokens.begin() + prefill), 0, o.all);
+        if (o.all) for (int i = 0; i < prefill; i++) keep(i);
+        else if (prefill == n) keep(-1);
+    }
+    for (int i = prefill; i < n; i++) {
+        s.decode({o.tokens[i]}, i, true);
+        if (o.all || i == n - 1) keep(-1);
+    }
     printf("{\"model\":%s,\"n_vocab\":%d,\"tokens\":", json_str(o.model).c_str(), s.n_vocab);
     print_ints(o.tokens);
     printf(",\"logits\":");
-    if (o.all) {
-        printf("[");
-        for (int i = 0; i < n; i++) {
-            if (i) printf(",\n");
-            print_floats(llama_get_logits_ith(s.ctx, i), s.n_vocab);
-        }
-        printf("]");
-    } else {
-        print_floats(llama_get_logits_ith(s.ctx, -1), s.n_vocab);
+    if (o.all) printf("[");
+    for (size_t i = 0; i < rows.size(); i++) {
+        if (i) printf(",\n");
+        print_floats(rows[i].data(), s.n_vocab);
     }
+    if (o.all) printf("]");
     printf("}\n");
     return 0;
 }
@@ -313,6 +348,96 @@ int cmd_bench(const Opts & o) {
     return 0;
 }
 
+// Tokenize: a vocab-only load, then llama_tokenize (C++ exceptions from the
+// tokenizer, e.g. on a code point above U+10FFFF, become an error).
+struct Vocab {
+    llama_model * model = nullptr;
+    const llama_vocab * vocab = nullptr;
+    explicit Vocab(const std::string & path) {
+        llama_model_params mp = llama_model_default_params();
+        mp.vocab_only = true;
+        mp.n_gpu_layers = 0;
+        model = llama_model_load_from_file(path.c_str(), mp);
+        if (!model) die("cannot load %s", path.c_str());
+        vocab = llama_model_get_vocab(model);
+    }
+    ~Vocab() { llama_model_free(model); }
+
+    bool tokenize(const std::string & text, bool special, std::vector<llama_token> & out, std::string & err) const {
+        try {
+            out.assign(text.size() + 8, 0);
+            int n = llama_tokenize(vocab, text.data(), (int32_t) text.size(), out.data(), (int32_t) out.size(), special, special);
+            if (n < 0) {
+                out.assign(-n, 0);
+                n = llama_tokenize(vocab, text.data(), (int32_t) text.size(), out.data(), (int32_t) out.size(), special, special);
+            }
+            if (n < 0) { err = "llama_tokenize failed"; return false; }
+            out.resize(n);
+            return true;
+        } catch (const std::exception & e) {
+            err = e.what();
+            return false;
+        }
+    }
+};
+
+std::string unhex(const std::string & line) {
+    std::string out;
+    auto val = [](char c) -> int {
+        if (c >= '0' && c <= '9') return c - '0';
+        if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+        if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+        return -1;
+    };
+    if (line.size() % 2) die("-batch: a line of odd length: %s", line.c_str());
+    for (size_t i = 0; i < line.size(); i += 2) {
+        int hi = val(line[i]), lo = val(line[i + 1]);
+        if (hi < 0 || lo < 0) die("-batch: not hex: %s", line.c_str());
+        out.push_back((char) (hi * 16 + lo));
+    }
+    return out;
+}
+
+int cmd_tokenize(const Opts & o) {
+    Vocab v(o.model);
+    int n_vocab = llama_vocab_n_tokens(v.vocab);
+    std::vector<llama_token> ids;
+    std::string err;
+    if (o.batch.empty()) {
+        if (!v.tokenize(o.text, o.special, ids, err)) die("tokenize: %s", err.c_str());
+        printf("{\"model\":%s,\"n_vocab\":%d,\"tokens\":", json_str(o.model).c_str(), n_vocab);
+        print_ints(ids);
+        printf("}\n");
+        return 0;
+    }
+    FILE * f = o.batch == "-" ? stdin : fopen(o.batch.c_str(), "rb");
+    if (!f) die("cannot open %s", o.batch.c_str());
+    printf("{\"model\":%s,\"n_vocab\":%d,\"add_bos\":%s,\"add_eos\":%s,\"results\":[", json_str(o.model).c_str(), n_vocab,
+           llama_vocab_get_add_bos(v.vocab) ? "true" : "false", llama_vocab_get_add_eos(v.vocab) ? "true" : "false");
+    std::string line;
+    int n = 0;
+    for (int c; (c = fgetc(f)) != EOF || !line.empty();) {
+        if (c != '\n' && c != EOF) { if (c != '\r') line.push_back((char) c); continue; }
+        std::string text = unhex(line);
+        line.clear();
+        printf(n++ ? ",\n{" : "\n{");
+        std::vector<llama_token> plain;
+        if (v.tokenize(text, false, plain, err) && v.tokenize(text, true, ids, err)) {
+            printf("\"plain\":");
+            print_ints(plain);
+            printf(",\"special\":");
+            print_ints(ids);
+        } else {
+            printf("\"error\":%s", json_str(err).c_str());
+        }
+        printf("}");
+        if (c == EOF) break;
+    }
+    printf("]}\n");
+    if (f != stdin) fclose(f);
+    return 0;
+}
+
 }  // namespace
 
 int main(int argc, char ** argv) {
@@ -323,6 +448,7 @@ int main(int argc, char ** argv) {
     if (o.cmd == "logits") rc = cmd_logits(o);
     else if (o.cmd == "greedy") rc = cmd_greedy(o);
     else if (o.cmd == "bench") rc = cmd_bench(o);
+    else if (o.cmd == "tokenize") rc = cmd_tokenize(o);
     else usage();
     llama_backend_free();
     return rc;

@@ -6,6 +6,8 @@
 //	ggml-rs inspect [flags] MODEL         metadata, tensors, placement and memory
 //	ggml-rs generate [flags] MODEL -p P   text generation (llama, qwen3)
 //	ggml-rs bench [flags] MODEL           prefill and decode tokens/s
+//	ggml-rs logits [flags] MODEL TOKEN... logits of token ids as JSON (parity with llama.cpp)
+//	ggml-rs tokenize [flags] MODEL TEXT   token ids of a text (or of each string of a JSON file)
 //
 // Errors are printed as one line on stderr, with exit status 1 (2 for a
 // usage error).
@@ -44,6 +46,8 @@ func init() {
 		{"inspect", "[flags] MODEL", "a model's architecture, key/values, tensors with their placement, and memory per device (allocates nothing)", runInspect},
 		{"generate", "[flags] MODEL -p PROMPT", "text generation with a llama or qwen3 model, streamed, with prefill and decode speed", runGenerate},
 		{"bench", "[flags] MODEL", "prompt processing and generation speed, as llama-bench's table", runBench},
+		{"logits", "[flags] MODEL TOKEN...", "the logits of token ids (last position, or every one with -all) as JSON", runLogits},
+		{"tokenize", "[flags] MODEL [TEXT]", "the token ids of TEXT (or of each string of a JSON file) with the model's tokenizer", runTokenize},
 	}
 }
 

@@ -38,7 +38,10 @@ func NewTokenizer(c fs.Config) (Tokenizer, error) {
 			return nil, err
 		}
 		t.BOS, t.EOS = id("tokenizer.ggml.bos_token_id"), id("tokenizer.ggml.eos_token_id")
-		t.AddBOS = c.Bool("tokenizer.ggml.add_bos_token", t.BOS >= 0)
+		// Defaults as llama.cpp's: BOS for the llama3 family of
+		// pre-tokenizers only, never EOS.
+		t.AddBOS = c.Bool("tokenizer.ggml.add_bos_token", t.AddBOS)
+		t.AddEOS = c.Bool("tokenizer.ggml.add_eos_token", false)
 		return t, nil
 	case "llama":
 		t, err := spm.New(tokens, c.Floats("tokenizer.ggml.scores"), types)
@@ -50,6 +53,7 @@ func NewTokenizer(c fs.Config) (Tokenizer, error) {
 			t.UNK = u
 		}
 		t.AddBOS = c.Bool("tokenizer.ggml.add_bos_token", true)
+		t.AddEOS = c.Bool("tokenizer.ggml.add_eos_token", false)
 		t.AddSpacePrefix = c.Bool("tokenizer.ggml.add_space_prefix", true)
 		return t, nil
 	default:

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"strings"
 	"unicode/utf8"
+
+	"ggmlrs/tokenizer/internal/special"
 )
 
 // Token types of GGUF's tokenizer.ggml.token_type.
@@ -46,47 +48,51 @@ func ByteRune(b byte) rune { return byteRune[b] }
 
 // Tokenizer is a byte-level BPE tokenizer.
 type Tokenizer struct {
-	tokens  []string
-	types   []int32
-	vocab   map[string]int32
-	ranks   map[[2]string]int
-	pre     PreTokenizer
-	special []string // control and user-defined tokens, longest first
-	BOS     int32    // -1: none
-	EOS     int32
-	AddBOS  bool
+	tokens       []string
+	types        []int32
+	vocab        map[string]int32
+	ranks        map[[2]string]int
+	pre          PreTokenizer
+	ignoreMerges bool
+	special      []special.Token // control, unknown and user-defined tokens, longest first
+	BOS          int32           // -1: none
+	EOS          int32
+	AddBOS       bool // Encode with special adds BOS
+	AddEOS       bool // and EOS
 }
 
 // New builds a tokenizer. types may be nil (all normal); pre names the
-// pre-tokenizer (see Pre).
+// pre-tokenizer (see Pre). AddBOS starts as llama.cpp's default for pre.
 func New(tokens []string, types []int32, merges []string, pre string) (*Tokenizer, error) {
 	if types != nil && len(types) != len(tokens) {
 		return nil, fmt.Errorf("bpe: %d token types for %d tokens", len(types), len(tokens))
 	}
 	t := &Tokenizer{tokens: tokens, types: types, vocab: make(map[string]int32, len(tokens)),
 		ranks: make(map[[2]string]int, len(merges)), BOS: -1, EOS: -1}
-	t.pre, _ = Pre(pre)
+	spec, _ := pres(pre)
+	t.pre, t.ignoreMerges, t.AddBOS = spec.pretokenizer(), spec.ignoreMerges, spec.addBOS
 	for i, s := range tokens {
-		if _, dup := t.vocab[s]; !dup {
-			t.vocab[s] = int32(i)
-		}
-		if ty := t.typ(int32(i)); (ty == TypeControl || ty == TypeUserDefined) && s != "" {
-			t.special = append(t.special, s)
+		// llama.cpp refuses duplicates; the last one wins here.
+		t.vocab[s] = int32(i)
+		switch t.typ(int32(i)) {
+		case TypeControl, TypeUnknown:
+			t.special = append(t.special, special.Token{ID: int32(i), Text: s, ParseOnly: true})
+		case TypeUserDefined:
+			t.special = append(t.special, special.Token{ID: int32(i), Text: s})
 		}
 	}
+	special.Sort(t.special)
 	for r, m := range merges {
-		a, b, ok := strings.Cut(m, " ")
-		if !ok {
-			return nil, fmt.Errorf("bpe: merge %d (%q) is not two symbols", r, m)
+		// As llama.cpp: split at the first space after the first byte; a
+		// merge without one never applies.
+		i := strings.IndexByte(m[min(1, len(m)):], ' ')
+		if i < 0 {
+			continue
 		}
+		i += min(1, len(m))
+		a, b := m[:i], m[i+1:]
 		if _, dup := t.ranks[[2]string{a, b}]; !dup {
 			t.ranks[[2]string{a, b}] = r
-		}
-	}
-	// Longest first, so a special token that contains another wins.
-	for i := 1; i < len(t.special); i++ {
-		for j := i; j > 0 && len(t.special[j]) > len(t.special[j-1]); j-- {
-			t.special[j], t.special[j-1] = t.special[j-1], t.special[j]
 		}
 	}
 	return t, nil
@@ -105,50 +111,41 @@ func (t *Tokenizer) Vocab() int { return len(t.tokens) }
 // Token returns id's text (as stored in the vocabulary).
 func (t *Tokenizer) Token(id int32) string { return t.tokens[id] }
 
-// Encode tokenizes text. Control and user-defined tokens written in the
-// text are recognised when special is true; with addBOS the BOS token
-// (if any, and if AddBOS) is prepended.
-func (t *Tokenizer) Encode(text string, special bool) []int32 {
+// Encode tokenizes text as llama.cpp's llama_tokenize with add_special
+// and parse_special both set to withSpecial: user-defined tokens written in
+// the text are always recognised, control and unknown ones only with
+// withSpecial, which also adds BOS (if AddBOS) and EOS (if AddEOS).
+func (t *Tokenizer) Encode(text string, withSpecial bool) []int32 {
 	var ids []int32
-	if special && t.AddBOS && t.BOS >= 0 {
+	if withSpecial && t.AddBOS && t.BOS >= 0 {
 		ids = append(ids, t.BOS)
 	}
-	for len(text) > 0 {
-		at, tok := len(text), ""
-		if special {
-			at, tok = findSpecial(text, t.special)
+	for _, f := range special.Partition(text, t.special, withSpecial) {
+		if f.ID >= 0 {
+			ids = append(ids, f.ID)
+			continue
 		}
-		for _, piece := range t.pre(text[:at]) {
+		for _, piece := range t.pre(f.Text) {
 			ids = t.encodePiece(ids, piece)
 		}
-		if tok == "" {
-			break
-		}
-		ids = append(ids, t.vocab[tok])
-		text = text[at+len(tok):]
+	}
+	if withSpecial && t.AddEOS && t.EOS >= 0 {
+		ids = append(ids, t.EOS)
 	}
 	return ids
 }
 
-// findSpecial finds the first occurrence of any of specials (longest
-// first at a position): its offset and text, or len(s) and "".
-func findSpecial(s string, specials []string) (int, string) {
-	best, tok := len(s), ""
-	for _, sp := range specials {
-		if i := strings.Index(s, sp); i >= 0 && (i < best || (i == best && len(sp) > len(tok))) {
-			best, tok = i, sp
-		}
-	}
-	return best, tok
-}
-
+// encodePiece appends the ids of one pre-tokenized piece: its bytes mapped
+// to runes, merged lowest rank first (leftmost on ties).
 func (t *Tokenizer) encodePiece(ids []int32, piece string) []int32 {
 	var mapped []rune
 	for i := 0; i < len(piece); i++ {
 		mapped = append(mapped, byteRune[piece[i]])
 	}
-	if id, ok := t.vocab[string(mapped)]; ok {
-		return append(ids, id)
+	if t.ignoreMerges {
+		if id, ok := t.vocab[string(mapped)]; ok {
+			return append(ids, id)
+		}
 	}
 	syms := make([]string, len(mapped))
 	for i, r := range mapped {
@@ -172,9 +169,10 @@ func (t *Tokenizer) encodePiece(ids []int32, piece string) []int32 {
 			ids = append(ids, id)
 			continue
 		}
-		// Not in the vocabulary (a broken one): fall back to its runes.
-		for _, r := range s {
-			if id, ok := t.vocab[string(r)]; ok {
+		// Not in the vocabulary (a broken one): llama.cpp looks up each
+		// byte of the symbol's UTF-8 as a token of its own.
+		for i := 0; i < len(s); i++ {
+			if id, ok := t.vocab[s[i:i+1]]; ok {
 				ids = append(ids, id)
 			}
 		}

@@ -1,43 +1,218 @@
 package bpe
 
-import "unicode"
+import (
+	"strings"
+	"unicode"
+)
 
-// The pre-tokenizers split text into pieces before BPE, as the regular
-// expressions of the models' Hugging Face tokenizers do. Go's regexp has
-// no lookahead (they use \s+(?!\S)), so each is written by hand as an
-// ordered alternation over runes: the first alternative that matches at
-// the current position wins, each greedy with its own backtracking.
+// The pre-tokenizers split text into pieces before BPE, as llama.cpp's
+// (src/unicode.cpp: its hand-written versions of the models' regular
+// expressions) do. Go's regexp has no lookahead (they use \s+(?!\S)), so
+// each is written by hand as an ordered alternation over code points: the
+// first alternative that matches at the current position wins, each greedy
+// with its own backtracking.
 //
 //	gpt2:      's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
-//	llama-bpe: (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|
+//	llama3:    (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|
 //	           ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
-//	qwen2:     as llama-bpe with \p{N} (one digit) for \p{N}{1,3}
+//	qwen2:     as llama3 with \p{N} (one digit) for \p{N}{1,3}
+//	qwen35:    as qwen2 with marks (\p{M}) counted as letters
+//	default:   four splits in turn (llama.cpp's fallback): [\p{P}$+<=>^~|]+,
+//	           then gpt2's within each piece, then \p{N}+, then [0-9]{3}
+//	           (each keeps the text between matches as pieces)
 //
-// \s is Unicode white space (as in the regex engines those tokenizers use).
+// \s is Unicode white space (the same set as llama.cpp's). Text is decoded
+// as llama.cpp decodes it: a byte that does not start a complete sequence
+// becomes U+FFFD; surrogates and overlong forms are decoded (and encoded
+// back) as they are.
 
 // PreTokenizer splits text into pieces.
 type PreTokenizer func(text string) []string
 
-// Pre returns the pre-tokenizer named by tokenizer.ggml.pre ("default",
-// "gpt2", "llama-bpe" (llama3), "qwen2"; also a few aliases), and whether
-// the name is known (unknown names get gpt2's).
-func Pre(name string) (PreTokenizer, bool) {
-	switch name {
-	case "", "default", "gpt2", "gpt-2":
-		return splitGPT2, true
-	case "llama-bpe", "llama3", "llama-v3", "smaug-bpe", "dbrx":
-		return func(s string) []string { return splitLlama3(s, 3) }, true
-	case "qwen2", "qwen35", "deepseek-r1-qwen", "megrez":
-		return func(s string) []string { return splitLlama3(s, 1) }, true
-	}
-	return splitGPT2, false
+// preSpec is what a tokenizer.ggml.pre name means to llama.cpp.
+type preSpec struct {
+	split        []splitFn
+	ignoreMerges bool // a piece that is a token is taken whole
+	addBOS       bool // add BOS unless tokenizer.ggml.add_bos_token says otherwise
 }
 
+func pres(name string) (preSpec, bool) {
+	gpt2 := func(rs []rune) []int { return spans(rs, gpt2At) }
+	llama3 := func(rs []rune) []int { return spans(rs, func(rs []rune, i int) int { return llama3At(rs, i, 3, false) }) }
+	qwen2 := func(rs []rune) []int { return spans(rs, func(rs []rune, i int) int { return llama3At(rs, i, 1, false) }) }
+	qwen35 := func(rs []rune) []int { return spans(rs, func(rs []rune, i int) int { return llama3At(rs, i, 1, true) }) }
+	switch name {
+	case "", "default":
+		return preSpec{split: []splitFn{matches(punctRun), gpt2, matches(numberRun), matches(threeDigits)}}, true
+	case "gpt-2", "gpt2", "phi-2", "mpt", "olmo", "jina-es", "jina-de", "jina-v2-es", "jina-v2-de", "gigachat",
+		"mellum", "modern-bert", "trillion", "granite-docling", "a.x-4.0":
+		return preSpec{split: []splitFn{gpt2}}, true
+	case "llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2", "jina-v5-nano":
+		return preSpec{split: []splitFn{llama3}, ignoreMerges: true, addBOS: true}, true
+	case "smaug-bpe", "dbrx":
+		return preSpec{split: []splitFn{llama3}}, true
+	case "qwen2", "deepseek-r1-qwen", "kormo", "f2llmv2", "megrez", "stablelm2", "hunyuan", "solar-open":
+		return preSpec{split: []splitFn{qwen2}}, true
+	case "qwen35":
+		return preSpec{split: []splitFn{qwen35}}, true
+	}
+	return preSpec{split: []splitFn{gpt2}}, false
+}
+
+// Pre returns the pre-tokenizer named by tokenizer.ggml.pre and whether
+// the name is known (unknown names get gpt2's; llama.cpp refuses them).
+func Pre(name string) (PreTokenizer, bool) {
+	p, ok := pres(name)
+	return p.pretokenizer(), ok
+}
+
+// DefaultAddBOS is whether llama.cpp adds BOS for pre-tokenizer name when
+// the model says nothing (tokenizer.ggml.add_bos_token absent).
+func DefaultAddBOS(name string) bool {
+	p, _ := pres(name)
+	return p.addBOS
+}
+
+func (p preSpec) pretokenizer() PreTokenizer {
+	return func(text string) []string {
+		rs := decode(text)
+		pieces := []int{len(rs)}
+		for _, f := range p.split {
+			var next []int
+			at := 0
+			for _, n := range pieces {
+				next = append(next, f(rs[at:at+n])...)
+				at += n
+			}
+			pieces = next
+		}
+		out := make([]string, 0, len(pieces))
+		at := 0
+		for _, n := range pieces {
+			if n > 0 {
+				out = append(out, encode(rs[at:at+n]))
+			}
+			at += n
+		}
+		return out
+	}
+}
+
+// splitFn splits rs into pieces and returns their lengths.
+type splitFn func(rs []rune) []int
+
+// spans applies an ordered alternation: at returns the end of the piece
+// that starts at i.
+func spans(rs []rune, at func(rs []rune, i int) int) []int {
+	var out []int
+	for i := 0; i < len(rs); {
+		j := at(rs, i)
+		out = append(out, j-i)
+		i = j
+	}
+	return out
+}
+
+// matches splits rs at the matches of a pattern (the length of the match
+// at i, 0 if none), keeping both the matches and the text between them,
+// as llama.cpp's std::regex splits do.
+func matches(match func(rs []rune, i int) int) splitFn {
+	return func(rs []rune) []int {
+		var out []int
+		last := 0
+		for i := 0; i < len(rs); {
+			n := match(rs, i)
+			if n == 0 {
+				i++
+				continue
+			}
+			if i > last {
+				out = append(out, i-last)
+			}
+			out = append(out, n)
+			i += n
+			last = i
+		}
+		if last < len(rs) {
+			out = append(out, len(rs)-last)
+		}
+		return out
+	}
+}
+
+func punctRun(rs []rune, i int) int {
+	return run(rs, i, func(r rune) bool { return unicode.IsPunct(r) || strings.ContainsRune("$+<=>^~|", r) }) - i
+}
+
+func numberRun(rs []rune, i int) int { return run(rs, i, isN) - i }
+
+func threeDigits(rs []rune, i int) int {
+	if i+3 <= len(rs) && isDigit(rs[i]) && isDigit(rs[i+1]) && isDigit(rs[i+2]) {
+		return 3
+	}
+	return 0
+}
+
+func isDigit(r rune) bool { return r >= '0' && r <= '9' }
 func isL(r rune) bool     { return unicode.IsLetter(r) }
+func isLM(r rune) bool    { return unicode.IsLetter(r) || unicode.IsMark(r) }
 func isN(r rune) bool     { return unicode.IsNumber(r) }
 func isS(r rune) bool     { return unicode.IsSpace(r) }
 func isNL(r rune) bool    { return r == '\r' || r == '\n' }
 func isOther(r rune) bool { return !isS(r) && !isL(r) && !isN(r) }
+
+// decode is llama.cpp's unicode_cpts_from_utf8: well-formed sequences
+// (by their lead byte's length and continuation bytes only) give their
+// code point, anything else U+FFFD for one byte.
+func decode(s string) []rune {
+	rs := make([]rune, 0, len(s))
+	cont := func(i int) bool { return i < len(s) && s[i]&0xC0 == 0x80 }
+	for i := 0; i < len(s); {
+		c := s[i]
+		switch {
+		case c < 0x80:
+			rs = append(rs, rune(c))
+			i++
+		case c&0x40 == 0:
+			rs, i = append(rs, 0xFFFD), i+1
+		case c&0x20 == 0 && cont(i+1):
+			rs = append(rs, rune(c&0x1F)<<6|rune(s[i+1]&0x3F))
+			i += 2
+		case c&0x20 != 0 && c&0x10 == 0 && cont(i+1) && cont(i+2):
+			rs = append(rs, rune(c&0x0F)<<12|rune(s[i+1]&0x3F)<<6|rune(s[i+2]&0x3F))
+			i += 3
+		case c&0x30 == 0x30 && c&0x08 == 0 && cont(i+1) && cont(i+2) && cont(i+3):
+			rs = append(rs, rune(c&0x07)<<18|rune(s[i+1]&0x3F)<<12|rune(s[i+2]&0x3F)<<6|rune(s[i+3]&0x3F))
+			i += 4
+		default:
+			rs, i = append(rs, 0xFFFD), i+1
+		}
+	}
+	return rs
+}
+
+// encode is llama.cpp's unicode_cpt_to_utf8 (surrogates included). Above
+// U+10FFFF, where llama.cpp throws, it writes U+FFFD.
+func encode(rs []rune) string {
+	b := make([]byte, 0, len(rs))
+	for _, r := range rs {
+		switch {
+		case r < 0:
+			b = append(b, "\uFFFD"...)
+		case r <= 0x7F:
+			b = append(b, byte(r))
+		case r <= 0x7FF:
+			b = append(b, 0xC0|byte(r>>6), 0x80|byte(r&0x3F))
+		case r <= 0xFFFF:
+			b = append(b, 0xE0|byte(r>>12), 0x80|byte(r>>6&0x3F), 0x80|byte(r&0x3F))
+		case r <= 0x10FFFF:
+			b = append(b, 0xF0|byte(r>>18), 0x80|byte(r>>12&0x3F), 0x80|byte(r>>6&0x3F), 0x80|byte(r&0x3F))
+		default:
+			b = append(b, "\uFFFD"...)
+		}
+	}
+	return string(b)
+}
 
 // contraction matches 's 't 're 've 'm 'll 'd at i (length in runes, 0 if none).
 func contraction(rs []rune, i int, fold bool) int {
@@ -81,17 +256,6 @@ func whitespace(rs []rune, i int) int {
 	return j - 1 // leave one space to prefix the next word
 }
 
-func splitGPT2(s string) []string {
-	rs := []rune(s)
-	var out []string
-	for i := 0; i < len(rs); {
-		j := gpt2At(rs, i)
-		out = append(out, string(rs[i:j]))
-		i = j
-	}
-	return out
-}
-
 func gpt2At(rs []rune, i int) int {
 	if n := contraction(rs, i, false); n > 0 {
 		return i + n
@@ -108,30 +272,26 @@ func gpt2At(rs []rune, i int) int {
 	case isOther(rs[k]):
 		return run(rs, k, isOther)
 	}
-	return whitespace(rs, i)
-}
-
-func splitLlama3(s string, maxDigits int) []string {
-	rs := []rune(s)
-	var out []string
-	for i := 0; i < len(rs); {
-		j := llama3At(rs, i, maxDigits)
-		out = append(out, string(rs[i:j]))
-		i = j
+	if isS(rs[i]) {
+		return whitespace(rs, i)
 	}
-	return out
+	return i + 1
 }
 
-func llama3At(rs []rune, i, maxDigits int) int {
+// llama3At is llama3's alternation (maxDigits 3), qwen2's (1) and, with
+// marks, qwen35's.
+func llama3At(rs []rune, i, maxDigits int, marks bool) int {
+	letter, other := isL, isOther
+	if marks {
+		letter = isLM
+		other = func(r rune) bool { return isOther(r) && !unicode.IsMark(r) }
+	}
 	if n := contraction(rs, i, true); n > 0 {
 		return i + n
 	}
 	// [^\r\n\p{L}\p{N}]?\p{L}+
-	if isL(rs[i]) {
-		return run(rs, i, isL)
-	}
-	if !isNL(rs[i]) && !isN(rs[i]) && i+1 < len(rs) && isL(rs[i+1]) {
-		return run(rs, i+1, isL)
+	if !isNL(rs[i]) && !isN(rs[i]) && (letter(rs[i]) || i+1 < len(rs) && letter(rs[i+1])) {
+		return run(rs, i+1, letter)
 	}
 	// \p{N}{1,maxDigits}
 	if isN(rs[i]) {
@@ -146,8 +306,8 @@ func llama3At(rs []rune, i, maxDigits int) int {
 	if rs[k] == ' ' && k+1 < len(rs) {
 		k++
 	}
-	if isOther(rs[k]) {
-		return run(rs, run(rs, k, isOther), isNL)
+	if other(rs[k]) {
+		return run(rs, run(rs, k, other), isNL)
 	}
 	// \s*[\r\n]+: up to the last newline of the space run.
 	j := run(rs, i, isS)
@@ -160,5 +320,8 @@ func llama3At(rs []rune, i, maxDigits int) int {
 	if last >= 0 {
 		return last + 1
 	}
-	return whitespace(rs, i)
+	if j > i {
+		return whitespace(rs, i)
+	}
+	return i + 1
 }

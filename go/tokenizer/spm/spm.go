@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"strings"
 	"unicode/utf8"
+
+	"ggmlrs/tokenizer/internal/special"
 )
 
 // Token types of GGUF's tokenizer.ggml.token_type.
@@ -29,10 +31,11 @@ type Tokenizer struct {
 	types    []int32
 	vocab    map[string]int32
 	bytes    [256]int32 // <0xXX> ids, -1 if absent
-	special  []string
+	special  []special.Token
 	BOS, EOS int32
 	UNK      int32
-	AddBOS   bool
+	AddBOS   bool // Encode with special adds BOS
+	AddEOS   bool // and EOS
 	// AddSpacePrefix adds "▁" before the text (and Decode drops it).
 	AddSpacePrefix bool
 }
@@ -55,20 +58,21 @@ func New(tokens []string, scores []float32, types []int32) (*Tokenizer, error) {
 			if _, err := fmt.Sscanf(s, "<0x%02X>", &b); err == nil {
 				t.bytes[b] = id
 			}
-			continue
 		case TypeUnknown:
 			if t.UNK < 0 {
 				t.UNK = id
 			}
-		case TypeControl, TypeUserDefined:
-			if s != "" {
-				t.special = append(t.special, s)
-			}
+			t.special = append(t.special, special.Token{ID: id, Text: s, ParseOnly: true})
+		case TypeControl:
+			t.special = append(t.special, special.Token{ID: id, Text: s, ParseOnly: true})
+		case TypeUserDefined:
+			t.special = append(t.special, special.Token{ID: id, Text: s})
 		}
-		if _, dup := t.vocab[s]; !dup {
-			t.vocab[s] = id
-		}
+		// Every token, as llama.cpp's text_to_token (which refuses
+		// duplicates; the last one wins here).
+		t.vocab[s] = id
 	}
+	special.Sort(t.special)
 	return t, nil
 }
 
@@ -89,58 +93,53 @@ func (t *Tokenizer) score(id int32) float32 {
 // Vocab is the number of tokens.
 func (t *Tokenizer) Vocab() int { return len(t.tokens) }
 
-// Encode tokenizes text; with special, control and user-defined tokens in
-// the text are recognised and BOS is prepended (if AddBOS).
-func (t *Tokenizer) Encode(text string, special bool) []int32 {
+// Encode tokenizes text as llama.cpp's llama_tokenize with add_special
+// and parse_special both set to withSpecial: user-defined tokens written
+// in the text are always recognised, control and unknown ones only with
+// withSpecial, which also adds BOS (if AddBOS) and EOS (if AddEOS). With
+// AddSpacePrefix, a space is put before the text and after every special
+// token.
+func (t *Tokenizer) Encode(text string, withSpecial bool) []int32 {
 	var ids []int32
-	if special && t.AddBOS && t.BOS >= 0 {
+	if withSpecial && t.AddBOS && t.BOS >= 0 {
 		ids = append(ids, t.BOS)
 	}
-	first := true
-	for len(text) > 0 {
-		at, tok := len(text), ""
-		if special {
-			at, tok = findSpecial(text, t.special)
+	prevSpecial := true
+	for _, f := range special.Partition(text, t.special, withSpecial) {
+		if f.ID >= 0 {
+			ids = append(ids, f.ID)
+			prevSpecial = true
+			continue
 		}
-		if at > 0 {
-			seg := strings.ReplaceAll(text[:at], " ", space)
-			if first && t.AddSpacePrefix {
-				seg = space + seg
-			}
-			ids = t.encodeSegment(ids, seg)
+		seg := f.Text
+		if t.AddSpacePrefix && prevSpecial {
+			seg = " " + seg
 		}
-		first = false
-		if tok == "" {
-			break
-		}
-		ids = append(ids, t.vocab[tok])
-		text = text[at+len(tok):]
+		ids = t.encodeSegment(ids, strings.ReplaceAll(seg, " ", space))
+		prevSpecial = false
+	}
+	if withSpecial && t.AddEOS && t.EOS >= 0 {
+		ids = append(ids, t.EOS)
 	}
 	return ids
 }
 
-func findSpecial(s string, specials []string) (int, string) {
-	best, tok := len(s), ""
-	for _, sp := range specials {
-		if i := strings.Index(s, sp); i >= 0 && (i < best || (i == best && len(sp) > len(tok))) {
-			best, tok = i, sp
-		}
-	}
-	return best, tok
-}
-
+// encodeSegment is llama.cpp's SPM session: symbols are UTF-8 sequences
+// by their lead byte's length alone (so invalid bytes stay bytes), the
+// best-scoring adjacent pair that is a token is merged (leftmost on ties)
+// until none is, and symbols that are not tokens become byte tokens.
 func (t *Tokenizer) encodeSegment(ids []int32, s string) []int32 {
 	var syms []string
-	for _, r := range s {
-		syms = append(syms, string(r))
+	for i := 0; i < len(s); {
+		n := min(utf8Len(s[i]), len(s)-i)
+		syms = append(syms, s[i:i+n])
+		i += n
 	}
-	// Merge the best-scoring adjacent pair that is a token (leftmost on
-	// ties) until none is.
 	for len(syms) > 1 {
 		at := -1
 		var best float32
 		for i := 0; i+1 < len(syms); i++ {
-			if id, ok := t.vocab[syms[i]+syms[i+1]]; ok && (t.typ(id) == TypeNormal || t.typ(id) == TypeUserDefined) {
+			if id, ok := t.vocab[syms[i]+syms[i+1]]; ok {
 				if sc := t.score(id); at < 0 || sc > best {
 					at, best = i, sc
 				}
@@ -162,13 +161,28 @@ func (t *Tokenizer) encodeSegment(ids []int32, s string) []int32 {
 			case t.bytes[sym[i]] >= 0:
 				ids = append(ids, t.bytes[sym[i]])
 			case t.UNK >= 0:
+				// No byte tokens (llama.cpp looks for the byte as a
+				// token and fails): one unknown token for the symbol.
 				ids = append(ids, t.UNK)
-				// One unknown token for the whole symbol.
 				i = len(sym)
 			}
 		}
 	}
 	return ids
+}
+
+// utf8Len is the length of the UTF-8 sequence lead byte b starts, by its
+// high bits alone (llama.cpp's unicode_len_utf8).
+func utf8Len(b byte) int {
+	switch {
+	case b < 0xC0:
+		return 1
+	case b < 0xE0:
+		return 2
+	case b < 0xF0:
+		return 3
+	}
+	return 4
 }
 
 // DecodeBytes is the bytes of ids: byte tokens give their byte, "▁" a
