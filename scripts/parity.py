@@ -13,10 +13,11 @@
                      runs the reference's tokenizer (llama_tokenize, vocab-only)
                      over the test strings (token_strings(): edge cases and
                      random mixes, some not valid UTF-8) and writes
-                     tests/golden/tokens_<model>.json for llama-small-f16
-                     (SentencePiece) and qwen3-small-f16 (byte-level BPE,
-                     pre-tokenizer qwen2); `check` compares both programs'
-                     tokenizers with them too.
+                     tests/golden/tokens_<name>.json for llama-small-f16
+                     (SentencePiece), qwen3-small-f16 (byte-level BPE,
+                     pre-tokenizer qwen2) and GPT-2's real vocabulary under
+                     five pre-tokenizers (gpt2-<pre>, scripts/gen-vocabs.py);
+                     `check` compares both programs' tokenizers with them.
 
 The CLI contract both programs follow:
   PROG logits [-all] [-decode N] [-t N] [-fa on|off|auto] MODEL TOKEN...
@@ -35,7 +36,7 @@ The tolerances are the Go test's (go/cmd/ggml-rs/parity_test.go), which
 `make test` runs without the reference.
 
 Standard library only. Options: --ref PATH, --ours PATH, --models DIR,
---golden DIR, -t THREADS.
+--vocabs DIR, --golden DIR, -t THREADS.
 """
 import argparse
 import hashlib
@@ -102,7 +103,11 @@ def argmax(v):
 
 # --- tokenizers -----------------------------------------------------------------
 
-TOKEN_MODELS = ["llama-small-f16", "qwen3-small-f16"]
+# The tokenizer goldens: (name, directory option). The small models' vocabularies
+# are synthetic (512 tokens); gpt2-<pre> is GPT-2's real vocabulary (50257
+# tokens, 50000 merges) under five pre-tokenizers (scripts/gen-vocabs.py).
+TOKEN_VOCABS = [("llama-small-f16", "models"), ("qwen3-small-f16", "models")] + [
+    (f"gpt2-{p}", "vocabs") for p in ("gpt-2", "llama-bpe", "qwen2", "qwen35", "default")]
 
 
 def token_strings():
@@ -207,8 +212,8 @@ def tokenize_batch(prog, path, cases):
 
 def tokens_golden(a):
     cases = [encode_case(c) for c in token_strings()]
-    for m in TOKEN_MODELS:
-        path = os.path.join(a.models, m + ".gguf")
+    for m, where in TOKEN_VOCABS:
+        path = os.path.join(getattr(a, where), m + ".gguf")
         r = tokenize_batch(a.ref, path, cases)
         kept = []
         for e, res in zip(cases, r["results"]):
@@ -344,10 +349,13 @@ def check(a):
         print(line)
     print(f"\n{'tokenizer':<18} {'strings':>8} {'ref':>9} {'ours':>9}")
     ours_tok = ours_ok and subprocess.run([a.ours, "tokenize", "-h"], capture_output=True).returncode == 0
-    for m in TOKEN_MODELS:
+    for m, where in TOKEN_VOCABS:
         with open(os.path.join(a.golden, f"tokens_{m}.json"), encoding="utf-8") as f:
             doc = json.load(f)
-        path = os.path.join(a.models, m + ".gguf")
+        path = os.path.join(getattr(a, where), m + ".gguf")
+        if sha256(path) != doc["model_sha256"]:
+            print(f"{m}: the vocabulary differs from the one the golden file was made from")
+            failures += 1
         n = len(doc["cases"])
         line, notes = f"{m:<18} {n:>8}", []
         for prog, on in ((a.ref, True), (a.ours, ours_tok)):
@@ -377,6 +385,7 @@ def main():
     ap.add_argument("--ref", default=os.path.join(ROOT, ".cache/llama-build/llama-ref"))
     ap.add_argument("--ours", default=os.path.join(ROOT, "go/bin/ggml-rs"))
     ap.add_argument("--models", default=os.path.join(ROOT, ".cache/models"))
+    ap.add_argument("--vocabs", default=os.path.join(ROOT, ".cache/vocabs"))
     ap.add_argument("--golden", default=os.path.join(ROOT, "tests/golden"))
     ap.add_argument("-t", type=int, default=min(os.cpu_count() or 1, 4))
     a = ap.parse_args()

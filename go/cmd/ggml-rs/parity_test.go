@@ -5,9 +5,10 @@ package main
 // wrote into tests/golden for the deterministic random-weight models of
 // scripts/gen-models.py.
 //
-// The models live in $GGML_RS_MODELS (make test sets it and generates
-// them first; a missing model is then a failure) or, without it, in
-// .cache/models, where a missing model skips the test.
+// The models live in $GGML_RS_MODELS and the vocabulary-only files in
+// $GGML_RS_VOCABS (make test sets both and generates the files first; a
+// missing one is then a failure) or, without them, in .cache/models and
+// .cache/vocabs, where a missing file skips the test.
 
 import (
 	"crypto/sha256"
@@ -48,17 +49,27 @@ const goldenDir = "../../../tests/golden"
 // modelPath is where a generated model lives; it skips the test when the
 // models are not there and GGML_RS_MODELS does not require them.
 func modelPath(t *testing.T, name string) string {
+	return generated(t, "GGML_RS_MODELS", "../../../.cache/models", name, "make models (scripts/gen-models.py --size small)")
+}
+
+// vocabPath is where a generated vocabulary-only GGUF lives
+// (GGML_RS_VOCABS, as modelPath).
+func vocabPath(t *testing.T, name string) string {
+	return generated(t, "GGML_RS_VOCABS", "../../../.cache/vocabs", name, "make vocabs (scripts/gen-vocabs.py)")
+}
+
+func generated(t *testing.T, env, def, name, how string) string {
 	t.Helper()
-	dir, required := os.LookupEnv("GGML_RS_MODELS")
+	dir, required := os.LookupEnv(env)
 	if !required {
-		dir = "../../../.cache/models"
+		dir = def
 	}
 	path := filepath.Join(dir, name+".gguf")
 	if _, err := os.Stat(path); err != nil {
 		if required {
-			t.Fatalf("%s is missing: make models (scripts/gen-models.py --size small) writes it", path)
+			t.Fatalf("%s is missing: %s writes it", path, how)
 		}
-		t.Skipf("%s is not there (make models writes it; make test does)", path)
+		t.Skipf("%s is not there (%s writes it; make test does)", path, how)
 	}
 	return path
 }
@@ -178,9 +189,15 @@ func TestParityWithLlamaCpp(t *testing.T) {
 // TestTokenizerGolden tokenizes the golden files' strings (hand-written
 // edge cases and random mixes, some not valid UTF-8) as llama.cpp's
 // llama_tokenize did, with add_special and parse_special both off
-// ("plain") and both on ("special"), and requires identical ids.
+// ("plain") and both on ("special"), and requires identical ids: the small
+// models' synthetic vocabularies (SentencePiece; byte-level BPE with
+// pre-tokenizer qwen2) and GPT-2's real one under five pre-tokenizers.
 func TestTokenizerGolden(t *testing.T) {
-	for _, name := range []string{"llama-small-f16", "qwen3-small-f16"} {
+	vocabs := []string{"llama-small-f16", "qwen3-small-f16"}
+	for _, pre := range []string{"gpt-2", "llama-bpe", "qwen2", "qwen35", "default"} {
+		vocabs = append(vocabs, "gpt2-"+pre)
+	}
+	for _, name := range vocabs {
 		t.Run(name, func(t *testing.T) {
 			var doc struct {
 				ModelSHA256 string `json:"model_sha256"`
@@ -193,7 +210,12 @@ func TestTokenizerGolden(t *testing.T) {
 			if len(doc.Cases) < 300 {
 				t.Fatalf("only %d strings in the golden file", len(doc.Cases))
 			}
-			path := modelPath(t, name)
+			var path string
+			if strings.HasPrefix(name, "gpt2-") {
+				path = vocabPath(t, name)
+			} else {
+				path = modelPath(t, name)
+			}
 			checkSHA(t, path, doc.ModelSHA256)
 			tok, _, err := openTokenizer(path)
 			if err != nil {

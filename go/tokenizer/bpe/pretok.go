@@ -38,9 +38,15 @@ type preSpec struct {
 
 func pres(name string) (preSpec, bool) {
 	gpt2 := func(rs []rune) []int { return spans(rs, gpt2At) }
-	llama3 := func(rs []rune) []int { return spans(rs, func(rs []rune, i int) int { return llama3At(rs, i, 3, false) }) }
-	qwen2 := func(rs []rune) []int { return spans(rs, func(rs []rune, i int) int { return llama3At(rs, i, 1, false) }) }
-	qwen35 := func(rs []rune) []int { return spans(rs, func(rs []rune, i int) int { return llama3At(rs, i, 1, true) }) }
+	llama3 := func(rs []rune) []int {
+		return spans(rs, func(rs []rune, i int) int { return llama3At(rs, i, 3, false) })
+	}
+	qwen2 := func(rs []rune) []int {
+		return spans(rs, func(rs []rune, i int) int { return llama3At(rs, i, 1, false) })
+	}
+	qwen35 := func(rs []rune) []int {
+		return spans(rs, func(rs []rune, i int) int { return llama3At(rs, i, 1, true) })
+	}
 	switch name {
 	case "", "default":
 		return preSpec{split: []splitFn{matches(punctRun), gpt2, matches(numberRun), matches(threeDigits)}}, true
