@@ -89,6 +89,34 @@ unsafe extern "C" fn abort_requested(data: *mut std::ffi::c_void) -> bool {
     (*(data as *const AtomicBool)).load(Ordering::Relaxed)
 }
 
+/// Installs ggml's abort callback on every device backend that offers one
+/// (through its registry's "ggml_backend_set_abort_callback": the CPU's
+/// today); returns how many did.
+fn install_abort_callbacks(devices: &[DeviceBackend], cancel: &Arc<AtomicBool>) -> usize {
+    let mut n = 0;
+    for d in devices {
+        // SAFETY: the registry and its proc address come from ggml; the
+        // function has the documented ggml_backend_set_abort_callback_t type.
+        unsafe {
+            let dev = sys::ggml_backend_get_device(d.backend);
+            let reg = if dev.is_null() { std::ptr::null_mut() } else { sys::ggml_backend_dev_backend_reg(dev) };
+            if reg.is_null() {
+                continue;
+            }
+            let f = sys::ggml_backend_reg_get_proc_address(reg, c"ggml_backend_set_abort_callback".as_ptr());
+            if f.is_null() {
+                continue;
+            }
+            let set: sys::ggml_backend_set_abort_callback_t = std::mem::transmute(f);
+            if let Some(set) = set {
+                set(d.backend, Some(abort_requested), Arc::as_ptr(cancel) as *mut std::ffi::c_void);
+                n += 1;
+            }
+        }
+    }
+    n
+}
+
 // The raw handles are only used under `compute_lock` (scheduler) or are
 // immutable after creation (device backends, buffer types, weights).
 unsafe impl Send for BackendInner {}
@@ -219,12 +247,8 @@ impl Backend {
             if let Some(tp) = &threadpool {
                 sys::ggml_backend_cpu_set_threadpool(pending.0[cpu_index].backend, tp.raw());
             }
-            sys::ggml_backend_cpu_set_abort_callback(
-                pending.0[cpu_index].backend,
-                Some(abort_requested),
-                Arc::as_ptr(&cancel) as *mut std::ffi::c_void,
-            );
         }
+        install_abort_callbacks(&pending.0, &cancel);
 
         // Memory report: the CPU, then every GPU in registry order.
         let mut report: Vec<(usize, String)> = vec![(cpu.index, cpu.name.clone())];
@@ -349,7 +373,10 @@ impl Backend {
     /// Stops the compute in progress at its next node (or, when none is
     /// running, the next one to start): it fails with `ErrorKind::Aborted`
     /// and the request is consumed. The backend stays usable. Safe to call
-    /// from any thread. (CPU work only: GPU backends finish their graph.)
+    /// from any thread. Work on devices whose ggml backend offers an abort
+    /// callback (the CPU's) stops at its next node; the others (CUDA,
+    /// Vulkan, RPC) finish the graph, and the request then fails the next
+    /// compute.
     pub fn cancel(&self) {
         self.inner.cancel.store(true, Ordering::SeqCst);
     }

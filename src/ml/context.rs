@@ -33,6 +33,7 @@ impl Hasher for PtrHasher {
 }
 
 /// A set of tensor addresses.
+/// cbindgen:ignore
 type PtrSet = HashSet<usize, BuildHasherDefault<PtrHasher>>;
 use std::sync::Arc;
 
