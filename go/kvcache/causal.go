@@ -31,6 +31,11 @@ type Causal struct {
 	batch          int
 	histLen        int
 	curLoc, curMsk ml.Tensor
+	// mskIn is the host-made F32 mask (curMsk may be its cast); gen counts
+	// Resets and Closes, so a graph built for this cache can tell whether
+	// its view of the cache is still valid (ReuseForward).
+	mskIn ml.Tensor
+	gen   int
 }
 
 // New makes a cache for layers layers holding up to capacity tokens
@@ -62,10 +67,12 @@ func (c *Causal) Capacity() int { return c.capacity }
 func (c *Causal) Len() int { return c.n }
 
 // Reset forgets the stored tokens (the memory is kept).
-func (c *Causal) Reset() { c.n = 0 }
+func (c *Causal) Reset() { c.n = 0; c.gen++ }
 
 // Close frees the cache's tensors.
 func (c *Causal) Close() {
+	c.gen++
+	c.curLoc, c.curMsk, c.mskIn = nil, nil, nil
 	for i, ctx := range c.ctxs {
 		if ctx != nil {
 			ctx.Close()
@@ -86,13 +93,24 @@ func (c *Causal) StartForward(ctx ml.Context, n int) error {
 	}
 	c.batch = n
 	c.histLen = min(roundUp(c.n+n, c.config.CachePadding), c.capacity)
-	loc := make([]int32, n)
+	loc, mask := c.inputs(n)
+	in := ctx.Input()
+	c.curLoc = in.FromInts(loc, n)
+	c.mskIn = in.FromFloats(mask, c.histLen, n)
+	c.curMsk = c.mskIn
+	if c.config.MaskDType != ml.DTypeF32 {
+		c.curMsk = c.curMsk.Cast(ctx, c.config.MaskDType)
+	}
+	return nil
+}
+
+// inputs are the slots and the causal mask [histLen, n] of a batch of n.
+func (c *Causal) inputs(n int) (loc []int32, mask []float32) {
+	loc = make([]int32, n)
 	for i := range loc {
 		loc[i] = int32(c.n + i)
 	}
-	in := ctx.Input()
-	c.curLoc = in.FromInts(loc, n)
-	mask := make([]float32, c.histLen*n)
+	mask = make([]float32, c.histLen*n)
 	ninf := float32(math.Inf(-1))
 	for i := 0; i < n; i++ {
 		row := mask[i*c.histLen : (i+1)*c.histLen]
@@ -102,11 +120,34 @@ func (c *Causal) StartForward(ctx ml.Context, n int) error {
 			}
 		}
 	}
-	c.curMsk = in.FromFloats(mask, c.histLen, n)
-	if c.config.MaskDType != ml.DTypeF32 {
-		c.curMsk = c.curMsk.Cast(ctx, c.config.MaskDType)
+	return loc, mask
+}
+
+// Window identifies the cache layout a graph built after StartForward
+// reads: the history length its views cover and the cache's generation.
+type Window struct{ HistLen, Gen, Batch int }
+
+// Window is the current batch's window (valid after StartForward).
+func (c *Causal) Window() Window { return Window{c.histLen, c.gen, c.batch} }
+
+// ReuseForward prepares the next batch of n tokens for a graph that was
+// built (after StartForward) for window w and computed, and whose inputs
+// are still those StartForward made: if the batch fits the same window, it
+// rewrites the slots and the mask in place and returns true; the caller
+// then rewrites its own inputs (tokens, positions), computes the same
+// graph and calls Commit. Otherwise it changes nothing and returns false.
+func (c *Causal) ReuseForward(w Window, n int) bool {
+	if c.curLoc == nil || n != w.Batch || w.Gen != c.gen || c.n+n > c.capacity {
+		return false
 	}
-	return nil
+	if min(roundUp(c.n+n, c.config.CachePadding), c.capacity) != w.HistLen {
+		return false
+	}
+	c.batch, c.histLen = n, w.HistLen
+	loc, mask := c.inputs(n)
+	c.curLoc.FromInts(loc)
+	c.mskIn.FromFloats(mask)
+	return true
 }
 
 // Commit counts the current batch as stored.

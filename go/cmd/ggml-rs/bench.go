@@ -43,6 +43,7 @@ func runBench(args []string) error {
 	defer b.Close()
 	cache := m.NewCache(*df.ctx)
 	defer cache.Close()
+	defer m.ReleaseGraph()
 	// As llama.Model.Generate: keep ggml's calling thread on one OS thread.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()

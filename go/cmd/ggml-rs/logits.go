@@ -126,6 +126,7 @@ func computeLogits(m *llama.Model, tokens []int32, all bool, ctx, batch, decode 
 	}
 	cache := m.NewCache(ctx)
 	defer cache.Close()
+	defer m.ReleaseGraph()
 	var rows [][]float32
 	prefill := len(tokens) - decode
 	for i := 0; i < len(tokens); {

@@ -89,6 +89,7 @@ func (m *Model) Generate(cache *kvcache.Causal, prompt []int32, o GenerateOption
 	// every cgo call costs a decode step about 5% on a 2-core machine.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
+	defer m.ReleaseGraph()
 	if o.Batch <= 0 {
 		o.Batch = 512
 	}

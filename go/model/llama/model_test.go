@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"ggmlrs/gguf"
+	"ggmlrs/kvcache"
 	"ggmlrs/ml"
 	_ "ggmlrs/ml/backend"
 	"ggmlrs/model/llama"
@@ -264,4 +265,69 @@ func TestGenerate(t *testing.T) {
 		t.Logf("sampled equals greedy (possible but unlikely)")
 	}
 	_ = tok.Decode(g1)
+}
+
+// A one-token step reuses the previous step's graph when the cache window
+// allows it; the logits must be exactly those of a freshly built graph,
+// across a window boundary (the cache pads to 256), a Reset, a second
+// cache used in between, and a closed cache.
+func TestDecodeGraphReuse(t *testing.T) {
+	for _, flash := range []bool{false, true} {
+		t.Run(fmt.Sprintf("flash=%v", flash), func(t *testing.T) {
+			m, _ := open(t, llama.Qwen3, llama.DefaultTiny, flash)
+			ids := make([]int32, 300)
+			for i := range ids {
+				ids[i] = int32((i*37 + 11) % m.Vocab)
+			}
+			steps := func(reuse bool, cache *kvcache.Causal, other *kvcache.Causal, from, to int) [][]float32 {
+				m.NoGraphReuse = !reuse
+				var rows [][]float32
+				for i := from; i < to; i++ {
+					out, err := m.Forward(cache, ids[i:i+1], false)
+					if err != nil {
+						t.Fatal(err)
+					}
+					rows = append(rows, out[0])
+					if other != nil && i%50 == 7 {
+						// Another sequence in between: the kept graph is not its.
+						if _, err := m.Forward(other, ids[i:i+1], false); err != nil {
+							t.Fatal(err)
+						}
+					}
+				}
+				return rows
+			}
+			a := m.NewCache(512)
+			defer a.Close()
+			other := m.NewCache(512)
+			defer other.Close()
+			want := steps(false, a, nil, 0, len(ids))
+			a.Reset()
+			got := steps(true, a, other, 0, len(ids))
+			for i := range want {
+				if !slices.Equal(got[i], want[i]) {
+					t.Fatalf("step %d: reused graph gives different logits", i)
+				}
+			}
+			// After a Reset the kept graph is not reused blindly.
+			a.Reset()
+			again := steps(true, a, nil, 0, 3)
+			for i := range again {
+				if !slices.Equal(again[i], want[i]) {
+					t.Fatalf("after Reset, step %d differs", i)
+				}
+			}
+			// A closed cache: the next step on a new cache builds afresh.
+			a.Close()
+			b := m.NewCache(512)
+			defer b.Close()
+			fresh := steps(true, b, nil, 0, 3)
+			for i := range fresh {
+				if !slices.Equal(fresh[i], want[i]) {
+					t.Fatalf("new cache, step %d differs", i)
+				}
+			}
+			m.ReleaseGraph()
+		})
+	}
 }
