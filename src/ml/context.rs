@@ -91,6 +91,11 @@ struct Graph {
     /// Leaves without memory of their own that the scheduler placed in its
     /// compute buffers at the last compute/reserve (their addresses go stale).
     sched_leafs: Vec<usize>,
+    /// Each op node's sources as built, when the backend has several
+    /// devices: splitting a graph makes the scheduler point sources that
+    /// cross devices at its own copies, which die with the next split, so
+    /// they are restored before the graph is split again.
+    sources: Vec<(usize, [*mut sys::ggml_tensor; sys::GGML_MAX_SRC as usize])>,
     n_nodes: usize,
     n_leafs: usize,
 }
@@ -417,7 +422,15 @@ impl Context {
                 return Err(Error::oom("forward: cannot allocate the graph"));
             }
             let graph = unsafe { sys::ggml_new_graph_custom(ctx, n, false) };
-            self.graph = Some(Graph { ctx, graph, members: PtrSet::default(), sched_leafs: Vec::new(), n_nodes: 0, n_leafs: 0 });
+            self.graph = Some(Graph {
+                ctx,
+                graph,
+                members: PtrSet::default(),
+                sched_leafs: Vec::new(),
+                sources: Vec::new(),
+                n_nodes: 0,
+                n_leafs: 0,
+            });
         }
         Ok(self.graph.as_mut().unwrap())
     }
@@ -425,6 +438,7 @@ impl Context {
     /// Adds `ts` and everything they depend on to this context's graph.
     pub fn forward(&mut self, ts: &[Tensor]) -> Result<()> {
         let cap = self.shared.max_nodes;
+        let multi_device = self.shared.backend.inner.devices.len() > 1;
         let g = self.graph_mut()?;
         for &t in ts {
             // Count what ggml would add, so it never overflows the graph.
@@ -460,6 +474,14 @@ impl Context {
             unsafe { sys::ggml_build_forward_expand(g.graph, t.as_ptr()) };
             g.n_nodes += nodes;
             g.n_leafs += leafs;
+            if multi_device {
+                for &key in &fresh {
+                    let r = unsafe { &*(key as *const sys::ggml_tensor) };
+                    if !is_leaf(r) {
+                        g.sources.push((key, r.src));
+                    }
+                }
+            }
             g.members.extend(fresh);
         }
         Ok(())
@@ -476,12 +498,16 @@ impl Context {
     /// Before (re)allocating a graph: forget addresses that a previous
     /// compute assigned from the scheduler's buffers, so the allocator plans
     /// every intermediate afresh (a graph may be computed many times as it
-    /// grows; stale addresses would overlap new ones).
+    /// grows; stale addresses would overlap new ones), and give back to op
+    /// nodes the sources the last split replaced with scheduler copies.
     fn reset_allocations(&mut self) {
         // Never dereference a tensor's buffer here: the scheduler frees and
         // re-creates its compute buffers when another context's graph needs
         // more, so a node's old buffer pointer may be dangling.
         let Some(g) = self.graph.as_mut() else { return };
+        for (key, src) in &g.sources {
+            unsafe { (*(*key as *mut sys::ggml_tensor)).src = *src };
+        }
         for &key in &g.members {
             let t = unsafe { &mut *(key as *mut sys::ggml_tensor) };
             if !is_leaf(t) {
