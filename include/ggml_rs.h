@@ -454,7 +454,9 @@ void ggml_rs_backend_free(struct ggml_rs_backend *b);
  * none is running, the next one): that ggml_rs_ctx_compute returns
  * GGML_RS_ERR_ABORTED and the request is consumed; the backend stays
  * usable. Safe to call from any thread while another computes. NULL is
- * ignored. (Work on GPU backends finishes its graph first.)
+ * ignored. CPU work stops at its next node and remote (RPC) work at its
+ * next split; CUDA and Vulkan work, which ggml cannot interrupt, finishes
+ * its graph and the request fails the next compute.
  */
 void ggml_rs_backend_cancel(const struct ggml_rs_backend *b);
 

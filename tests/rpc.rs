@@ -15,6 +15,9 @@
 //!   the restarted server makes it usable again.
 //! * Model layers placed on a remote device are loaded there and compute
 //!   like the CPU.
+//! * A graph alternating between two servers computes again to the same
+//!   bits (the scheduler's rewritten sources are restored), and a cancel
+//!   ends it at the next split, promptly, with Aborted (patch 04).
 //! * GGML_RS_RPC_SERVERS adds servers at first enumeration (in a child
 //!   process, since it is read once per process).
 //!
@@ -540,6 +543,91 @@ fn model_layers_placed_on_a_remote_device() {
     let xc = upload(&mut cpu_ctx.input(), F32, &[64, 4], &x);
     let yc = cpu_ctx.mul_mat(qc, xc).unwrap();
     assert_same("remote weight vs cpu", &got, &eval(&mut cpu_ctx, yc));
+    std::fs::remove_dir_all(dir).ok();
+}
+
+#[test]
+fn cancel_stops_a_graph_split_over_remote_devices() {
+    // Weights of layers 0 and 2 on one server, 1 and 3 on another: a chain
+    // through them alternates splits, none on the CPU. The RPC backend has
+    // no abort callback; the cancel must end the graph at a split boundary.
+    use ggml_rs::ml::gguf::write::Writer;
+    use ggml_rs::ml::gguf::Value;
+    use ggml_rs::ml::model::Layout;
+    let _s = serial();
+    let (sa, sb) = (Server::start(&[]), Server::start(&[]));
+    let a = rpc::add_server(&sa.endpoint).expect("add a").remove(0);
+    let bdev = rpc::add_server(&sb.endpoint).expect("add b").remove(0);
+    const D: i64 = 512;
+    let mut w = Writer::new()
+        .kv("general.architecture", Value::Str("test".into()))
+        .kv("test.block_count", Value::U32(4))
+        .tensor("token_embd.weight", F32, &[D, 4]);
+    for i in 0..4 {
+        w = w.tensor(format!("blk.{i}.attn_q.weight"), F32, &[D, D]);
+    }
+    let dir = std::env::temp_dir().join(format!("ggml-rs-rpc-cancel-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("model.gguf");
+    w.write_to(&path).unwrap();
+    let (ra, rb) = (Some(a.index), Some(bdev.index));
+    let layout = Layout { layer_devices: vec![ra, rb, ra, rb, None], ..Default::default() };
+    let b = Backend::open(Some(path.to_str().unwrap()), &BackendParams { n_threads: 2, ..Default::default() }, &layout).unwrap();
+    let ws: Vec<_> = (0..4).map(|i| b.get(&format!("blk.{i}.attn_q.weight")).unwrap()).collect();
+    let x0 = bounded("load", {
+        let b = b.clone();
+        let ws = ws.clone();
+        move || {
+            b.load(&mut |_| true).unwrap();
+            let mut r = Rng::new(9);
+            for &t in &ws {
+                data::write(t, &bytes(&r.vec((D * D) as usize)), "w").unwrap();
+            }
+            r.vec((D * 256) as usize)
+        }
+    });
+    // 25 rounds through the 4 layers: 100 matmuls of 512x512 by 512x256.
+    let build = move |b: &Backend| {
+        let mut root = Context::new(b, 1024).unwrap();
+        let mut x = upload(&mut root.input(), F32, &[D, 256], &x0);
+        for _ in 0..25 {
+            for &wt in &ws {
+                x = root.mul_mat(wt, x).unwrap();
+                x = root.rms_norm(x, None, 1e-6).unwrap();
+            }
+        }
+        (root, x)
+    };
+    let (full, want, took, first, again) = bounded("cancelled compute", {
+        let b = b.clone();
+        move || {
+            let (mut root, x) = build(&b);
+            root.compute(&[x]).unwrap(); // warm-up: first-time costs on the server
+            let start = Instant::now();
+            root.compute(&[x]).unwrap();
+            let full = start.elapsed();
+            let want = data::read_f32(x, "x").unwrap();
+            let canceller = b.clone();
+            let delay = full / 8;
+            let t = std::thread::spawn(move || {
+                std::thread::sleep(delay);
+                canceller.cancel();
+            });
+            let start = Instant::now();
+            let first = root.compute(&[x]).map(|_| ());
+            let took = start.elapsed();
+            t.join().unwrap();
+            // The request was consumed: the same graph computes to the end.
+            root.compute(&[x]).unwrap();
+            (full, want, took, first, data::read_f32(x, "x").unwrap())
+        }
+    });
+    let e = first.expect_err("the cancelled compute fails");
+    assert_eq!(e.kind, ErrorKind::Aborted, "{}", e.message);
+    assert!(took < full / 2, "cancel after {:?} took {took:?} of a {full:?} graph", full / 8);
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert!(want.iter().all(|x| x.is_finite()));
+    assert_eq!(bits(&again), bits(&want), "a compute after the cancel");
     std::fs::remove_dir_all(dir).ok();
 }
 

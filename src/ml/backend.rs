@@ -90,8 +90,8 @@ unsafe extern "C" fn abort_requested(data: *mut std::ffi::c_void) -> bool {
 }
 
 /// Installs ggml's abort callback on every device backend that offers one
-/// (through its registry's "ggml_backend_set_abort_callback": the CPU's
-/// today); returns how many did.
+/// (through its registry's "ggml_backend_set_abort_callback": the CPU's,
+/// and RPC's through our patch 04); returns how many did.
 fn install_abort_callbacks(devices: &[DeviceBackend], cancel: &Arc<AtomicBool>) -> usize {
     let mut n = 0;
     for d in devices {
@@ -367,16 +367,23 @@ impl Backend {
                 super::model::load::prefer_huge_pages(base, size);
             }
         }
+        // Idle compute workers poll for work for a while after each graph:
+        // park them, or they take a core from the readers (the next compute
+        // wakes them). Under the compute lock, so no graph is running.
+        if let Some(tp) = &inner.threadpool {
+            let _guard = inner.compute_lock.lock();
+            tp.pause();
+        }
         super::model::load::load(&m.path, m.gguf.tensors(), &m.weights.sources, inner.n_threads.clamp(1, 16), progress)
     }
 
     /// Stops the compute in progress at its next node (or, when none is
     /// running, the next one to start): it fails with `ErrorKind::Aborted`
     /// and the request is consumed. The backend stays usable. Safe to call
-    /// from any thread. Work on devices whose ggml backend offers an abort
-    /// callback (the CPU's) stops at its next node; the others (CUDA,
-    /// Vulkan, RPC) finish the graph, and the request then fails the next
-    /// compute.
+    /// from any thread. CPU work stops at its next node, remote (RPC) work
+    /// at its next split (a split already sent finishes on the server);
+    /// backends without an abort callback (CUDA, Vulkan) finish the graph,
+    /// and the request then fails the next compute.
     pub fn cancel(&self) {
         self.inner.cancel.store(true, Ordering::SeqCst);
     }

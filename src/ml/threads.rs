@@ -77,11 +77,14 @@ pub(crate) struct ThreadPool(*mut sys::ggml_threadpool);
 
 impl ThreadPool {
     /// A pool of `n` threads (the calling thread is one of them), polling
-    /// for work for a while after each graph before sleeping.
+    /// for work for a while after each graph before sleeping. It starts
+    /// paused (its workers asleep, not polling while the model loads); the
+    /// first compute wakes it.
     pub fn new(n: usize) -> Option<ThreadPool> {
         // SAFETY: plain constructors; a NULL result means ggml failed.
         unsafe {
             let mut p = sys::ggml_threadpool_params_default(n as i32);
+            p.paused = true;
             let tp = sys::ggml_threadpool_new(&mut p);
             (!tp.is_null()).then_some(ThreadPool(tp))
         }
@@ -89,6 +92,13 @@ impl ThreadPool {
 
     pub fn raw(&self) -> *mut sys::ggml_threadpool {
         self.0
+    }
+
+    /// Puts the workers to sleep until the next compute (which resumes
+    /// them). Call only while no graph runs on the pool.
+    pub fn pause(&self) {
+        // SAFETY: a live pool; ggml serialises this with its own mutex.
+        unsafe { sys::ggml_threadpool_pause(self.0) }
     }
 }
 
