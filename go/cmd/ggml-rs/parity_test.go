@@ -11,17 +11,17 @@ package main
 // .cache/vocabs, where a missing file skips the test.
 
 import (
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"ggmlrs/internal/testfile"
 )
 
 // Tolerances, also in scripts/parity.py (keep them in agreement).
@@ -77,16 +77,7 @@ func generated(t *testing.T, env, def, name, how string) string {
 // checkSHA fails unless the model is the one the golden file was made from.
 func checkSHA(t *testing.T, path, want string) {
 	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		t.Fatal(err)
-	}
-	if got := hex.EncodeToString(h.Sum(nil)); got != want {
+	if got := testfile.SHA256(t, path); got != want {
 		t.Fatalf("%s has sha256 %s, but the golden file was made from %s: the generated model changed "+
 			"(scripts/gen-models.py or its pinned numpy/gguf); regenerate it (rm it; make models), or, if the "+
 			"generator changed on purpose, the golden files too (make parity-golden)", path, got, want)

