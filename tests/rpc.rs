@@ -8,6 +8,10 @@
 //!   the servers run the same CPU kernels).
 //! * Bad endpoints (malformed, nothing listening, a foreign service, a
 //!   service that never answers) are errors, not aborts or hangs.
+//! * A client speaking the wire protocol by hand that names a tensor
+//!   outside its buffer (below it, across its end, wrapping around) in
+//!   SET_TENSOR, GET_TENSOR or GRAPH_COMPUTE has its connection closed, and
+//!   the server lives on and serves (patch 05; its log shows the check).
 //! * Killing a server during computes makes compute (or the read of its
 //!   result) fail, naming the endpoint, within 30 s; killing it between two
 //!   computes makes the next compute fail; later computes and reads on it
@@ -29,7 +33,9 @@ mod common;
 use common::*;
 
 use std::ffi::{c_char, CString};
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::sync::Mutex;
@@ -67,11 +73,29 @@ impl Server {
 
     /// Starts a server on `port` and waits (at most 10 s) until it accepts.
     fn try_start(port: u16, extra: &[&str]) -> Option<Server> {
+        Server::try_start_logged(port, extra, None)
+    }
+
+    /// As `start`, with the server's stderr in the file `log` (truncated).
+    fn start_logged(extra: &[&str], log: &Path) -> Server {
+        for _ in 0..5 {
+            if let Some(s) = Server::try_start_logged(free_port(), extra, Some(log)) {
+                return s;
+            }
+        }
+        panic!("could not start ggml-rs-rpc-server");
+    }
+
+    fn try_start_logged(port: u16, extra: &[&str], log: Option<&Path>) -> Option<Server> {
+        let stderr = match log {
+            Some(p) => Stdio::from(std::fs::File::create(p).expect("server log file")),
+            None => Stdio::null(),
+        };
         let child = Command::new(env!("CARGO_BIN_EXE_ggml-rs-rpc-server"))
             .args(["--host", "127.0.0.1", "--port", &port.to_string(), "--threads", "2"])
             .args(extra)
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(stderr)
             .spawn()
             .expect("spawn ggml-rs-rpc-server");
         let mut s = Server {
@@ -300,6 +324,266 @@ fn bad_endpoints_are_errors() {
     let be = new_backend();
     let cpu = cpu_position(&be);
     assert_eq!(run(&be, [cpu, cpu, cpu], &data()).unwrap().len(), (P * N) as usize);
+}
+
+/// ggml's RPC wire protocol, spoken by hand as a buggy or hostile client
+/// would (vendor/ggml/src/ggml-rpc/ggml-rpc.cpp, protocol 7.x, TCP).
+///
+/// * A request is `cmd: u8 | size: u64 | payload[size]`; a reply (only some
+///   commands have one) is `size: u64 | payload[size]`. Payloads are the
+///   packed (`#pragma pack(1)`) request structs in host byte order.
+/// * The first command on a connection must be HELLO (14) with 24 bytes of
+///   transport capabilities (zeros: plain TCP); the reply is major, minor,
+///   patch, padding (u8 each) and the server's 24 capability bytes.
+/// * The server has no failure reply: a command it cannot carry out ends
+///   the connection (and frees the buffers allocated on it: they belong to
+///   the connection). SET_TENSOR and GRAPH_COMPUTE have no reply at all.
+/// * It serves one connection at a time; others wait in the listen queue.
+mod wire {
+    use super::*;
+
+    pub const ALLOC_BUFFER: u8 = 0;
+    pub const BUFFER_GET_BASE: u8 = 3;
+    pub const SET_TENSOR: u8 = 6;
+    pub const GET_TENSOR: u8 = 8;
+    pub const GRAPH_COMPUTE: u8 = 10;
+    pub const HELLO: u8 = 14;
+    pub const MAJOR: u8 = 7;
+    pub const CAPS: usize = 24;
+    /// sizeof(rpc_tensor): id u64, type u32, buffer u64, ne u32[4],
+    /// nb u32[4], op u32, op_params i32[16], flags i32, src u64[10],
+    /// view_src u64, view_offs u64, data u64, name [u8; 64], use_count i32.
+    pub const TENSOR: usize = 296;
+
+    /// The rpc_tensor of a 1-D F32 tensor of `n` elements (no op) claiming
+    /// to lie at `data` in the server's buffer `buffer`.
+    pub fn tensor(id: u64, buffer: u64, data: u64, n: u32) -> Vec<u8> {
+        let dims = sys::GGML_MAX_DIMS as usize;
+        let mut t = Vec::with_capacity(TENSOR);
+        t.extend(id.to_ne_bytes());
+        t.extend(sys::GGML_TYPE_F32.to_ne_bytes());
+        t.extend(buffer.to_ne_bytes());
+        for i in 0..dims {
+            t.extend((if i == 0 { n } else { 1 }).to_ne_bytes()); // ne
+        }
+        for i in 0..dims {
+            t.extend((if i == 0 { 4 } else { 4 * n }).to_ne_bytes()); // nb
+        }
+        t.extend(sys::GGML_OP_NONE.to_ne_bytes());
+        t.extend([0u8; sys::GGML_MAX_OP_PARAMS as usize]);
+        t.extend(0i32.to_ne_bytes()); // flags
+        t.extend([0u8; 8 * sys::GGML_MAX_SRC as usize]);
+        t.extend(0u64.to_ne_bytes()); // view_src
+        t.extend(0u64.to_ne_bytes()); // view_offs
+        t.extend(data.to_ne_bytes());
+        let mut name = [0u8; sys::GGML_MAX_NAME as usize];
+        name[..4].copy_from_slice(b"wire");
+        t.extend(name);
+        t.extend(0i32.to_ne_bytes()); // use_count
+        assert_eq!(t.len(), TENSOR);
+        t
+    }
+
+    fn u64_at(b: &[u8], at: usize) -> u64 {
+        u64::from_ne_bytes(b[at..at + 8].try_into().unwrap())
+    }
+
+    /// A connection after HELLO, with a buffer allocated on device 0.
+    pub struct Conn {
+        s: TcpStream,
+        /// The buffer's handle (remote_ptr), its base address and size.
+        pub buffer: u64,
+        pub base: u64,
+        pub size: u64,
+    }
+
+    impl Conn {
+        /// Fails when the server cannot be reached; panics when it
+        /// answers but not as expected.
+        pub fn open(endpoint: &str, buffer_size: u64) -> std::io::Result<Conn> {
+            let addr: SocketAddr = endpoint.parse().unwrap();
+            let s = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
+            // Every read and write is bounded: a server that neither
+            // answers nor closes fails the test instead of hanging it.
+            s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            s.set_write_timeout(Some(Duration::from_secs(5))).unwrap();
+            let mut c = Conn { s, buffer: 0, base: 0, size: 0 };
+            let hello = c.call(HELLO, &[0u8; CAPS])?;
+            assert_eq!(hello.len(), 4 + CAPS, "HELLO reply");
+            let v = format!("{}.{}.{}", hello[0], hello[1], hello[2]);
+            assert_eq!(hello[0], MAJOR, "server protocol {v}: update this layout");
+            let mut req = 0u32.to_ne_bytes().to_vec(); // device
+            req.extend(buffer_size.to_ne_bytes());
+            let r = c.call(ALLOC_BUFFER, &req).expect("ALLOC_BUFFER");
+            assert_eq!(r.len(), 16, "ALLOC_BUFFER reply");
+            (c.buffer, c.size) = (u64_at(&r, 0), u64_at(&r, 8));
+            let ok = c.buffer != 0 && c.size >= buffer_size;
+            assert!(ok, "ALLOC_BUFFER: {:#x}, {} bytes", c.buffer, c.size);
+            let r = c.call(BUFFER_GET_BASE, &c.buffer.to_ne_bytes()).expect("BUFFER_GET_BASE");
+            assert_eq!(r.len(), 8, "BUFFER_GET_BASE reply");
+            c.base = u64_at(&r, 0);
+            assert!(c.base != 0);
+            Ok(c)
+        }
+
+        pub fn send(&mut self, cmd: u8, payload: &[u8]) -> std::io::Result<()> {
+            let mut m = vec![cmd];
+            m.extend((payload.len() as u64).to_ne_bytes());
+            m.extend(payload);
+            self.s.write_all(&m)
+        }
+
+        pub fn reply(&mut self) -> std::io::Result<Vec<u8>> {
+            let mut n = [0u8; 8];
+            self.s.read_exact(&mut n)?;
+            let n = u64::from_ne_bytes(n);
+            assert!(n <= 1 << 20, "reply of {n} bytes");
+            let mut b = vec![0u8; n as usize];
+            self.s.read_exact(&mut b)?;
+            Ok(b)
+        }
+
+        pub fn call(&mut self, cmd: u8, payload: &[u8]) -> std::io::Result<Vec<u8>> {
+            self.send(cmd, payload)?;
+            self.reply()
+        }
+
+        /// SET_TENSOR: rpc_tensor | cache flag u8 | offset u64 | bytes.
+        pub fn set(&mut self, tensor: &[u8], bytes: &[u8]) -> std::io::Result<()> {
+            let mut req = tensor.to_vec();
+            req.push(0);
+            req.extend(0u64.to_ne_bytes());
+            req.extend(bytes);
+            self.send(SET_TENSOR, &req)
+        }
+
+        /// GET_TENSOR: rpc_tensor | offset u64 | size u64; the reply is the
+        /// bytes. `send_get` only sends the request.
+        pub fn send_get(&mut self, tensor: &[u8], size: u64) -> std::io::Result<()> {
+            let mut req = tensor.to_vec();
+            req.extend(0u64.to_ne_bytes());
+            req.extend(size.to_ne_bytes());
+            self.send(GET_TENSOR, &req)
+        }
+
+        pub fn get(&mut self, tensor: &[u8], size: u64) -> std::io::Result<Vec<u8>> {
+            self.send_get(tensor, size)?;
+            self.reply()
+        }
+
+        /// GRAPH_COMPUTE on device 0 of a graph whose one node is `tensor`:
+        /// device u32 | n_nodes u32 | node ids u64[] | n_tensors u32 |
+        /// rpc_tensor[].
+        pub fn compute(&mut self, id: u64, tensor: &[u8]) -> std::io::Result<()> {
+            let mut req = 0u32.to_ne_bytes().to_vec();
+            req.extend(1u32.to_ne_bytes());
+            req.extend(id.to_ne_bytes());
+            req.extend(1u32.to_ne_bytes());
+            req.extend(tensor);
+            self.send(GRAPH_COMPUTE, &req)
+        }
+
+        /// Whether the server closed the connection (EOF or reset) rather
+        /// than answering; a read timeout (5 s) fails the test.
+        pub fn closed_by_server(&mut self) -> bool {
+            use std::io::ErrorKind::{ConnectionAborted, ConnectionReset};
+            let mut b = [0u8; 1];
+            match self.s.read(&mut b) {
+                Ok(0) => true,
+                Ok(_) => false,
+                Err(e) if matches!(e.kind(), ConnectionReset | ConnectionAborted) => true,
+                Err(e) => panic!("neither a reply nor a closed connection: {e}"),
+            }
+        }
+    }
+}
+
+#[test]
+fn a_tensor_outside_its_buffer_is_rejected_not_fatal() {
+    // Patch 05: the server's bounds check on a tensor named in a request
+    // (deserialize_tensor) aborted the whole process; now the request fails.
+    // The protocol has no failure reply, so a failed request ends its
+    // connection: that is what a bad client sees (see `wire`).
+    let _s = serial();
+    let log = std::env::temp_dir().join(format!("ggml-rs-rpc-bounds-{}.log", std::process::id()));
+    let mut server = Server::start_logged(&[], &log);
+    let ep = server.endpoint.clone();
+    const ELEMS: u32 = 16; // 64-byte tensors in 4 KiB buffers
+    const BYTES: u64 = 4 * ELEMS as u64;
+    let value: Vec<u8> = bytes(&Rng::new(11).vec(ELEMS as usize));
+
+    let rejected = bounded("requests out of bounds", {
+        let ep = ep.clone();
+        let value = value.clone();
+        move || {
+            let mut rejected = 0;
+            let mut last = "nothing".to_string();
+            // A new connection each time: a failed request ends its own.
+            let open = |last: &str| {
+                wire::Conn::open(&ep, 4096)
+                    .unwrap_or_else(|e| panic!("the server is gone after {last}: {e}"))
+            };
+            // Below the base, straddling the end, and wrapping around the
+            // address space (data + size overflows).
+            let places: [(&str, fn(&wire::Conn) -> u64); 3] = [
+                ("below the buffer", |c| c.base.wrapping_sub(BYTES)),
+                ("across its end", |c| c.base + c.size - BYTES / 2),
+                ("wrapping around", |_| u64::MAX - BYTES / 2 + 1),
+            ];
+            for (what, at) in places {
+                for op in ["SET_TENSOR", "GET_TENSOR"] {
+                    let mut c = open(&last);
+                    let t = wire::tensor(1, c.buffer, at(&c), ELEMS);
+                    match op {
+                        "SET_TENSOR" => c.set(&t, &value).unwrap(),
+                        _ => c.send_get(&t, BYTES).unwrap(),
+                    }
+                    assert!(c.closed_by_server(), "{op} {what}: the connection goes on");
+                    rejected += 1;
+                    last = format!("{op} {what}");
+                }
+            }
+            let mut c = open(&last);
+            let t = wire::tensor(1, c.buffer, c.base.wrapping_sub(BYTES), ELEMS);
+            c.compute(1, &t).unwrap();
+            assert!(c.closed_by_server(), "GRAPH_COMPUTE below the buffer: the connection goes on");
+            rejected + 1
+        }
+    });
+    assert!(server.child.try_wait().unwrap().is_none(), "the server died");
+
+    // It still serves: raw requests in bounds, then ggml's own client.
+    let got = bounded("a valid round trip", {
+        let (ep, value) = (ep.clone(), value.clone());
+        move || {
+            let mut c = wire::Conn::open(&ep, 4096).expect("the server is gone");
+            let t = wire::tensor(1, c.buffer, c.base + c.size - BYTES, ELEMS); // the last bytes
+            c.set(&t, &value).unwrap();
+            c.get(&t, BYTES).expect("GET_TENSOR in bounds")
+        }
+    });
+    assert_eq!(got, value, "read back what was written");
+    let info = rpc::add_server(&ep).expect("add").remove(0);
+    let be = new_backend();
+    let (dev, cpu) = (position(&be, &info).expect("device in backend"), cpu_position(&be));
+    let (want, got) = bounded("compute after bad requests", move || {
+        let d = data();
+        (run(&be, [cpu, cpu, cpu], &d).unwrap(), run(&be, [dev, dev, cpu], &d).unwrap())
+    });
+    assert_same("remote after bad requests", &got, &want);
+    assert!(server.child.try_wait().unwrap().is_none(), "the server died");
+    server.kill();
+
+    // Each bad request reached the bounds check of patch 05 (and not some
+    // other check before it), and nothing aborted.
+    let text = std::fs::read_to_string(&log).unwrap();
+    std::fs::remove_file(&log).ok();
+    assert_eq!(
+        text.matches("tensor data out of its buffer's bounds").count(),
+        rejected,
+        "server stderr:\n{text}"
+    );
+    assert!(!text.contains("GGML_ASSERT"), "server stderr:\n{text}");
 }
 
 #[test]
