@@ -124,20 +124,24 @@ func (c *Causal) inputs(n int) (loc []int32, mask []float32) {
 }
 
 // Window identifies the cache layout a graph built after StartForward
-// reads: the history length its views cover and the cache's generation.
-type Window struct{ HistLen, Gen, Batch int }
+// reads (the history length its views cover, the cache's generation, the
+// batch size) and holds that graph's slot and mask inputs.
+type Window struct {
+	HistLen, Gen, Batch int
+	loc, mask           ml.Tensor
+}
 
 // Window is the current batch's window (valid after StartForward).
-func (c *Causal) Window() Window { return Window{c.histLen, c.gen, c.batch} }
+func (c *Causal) Window() Window { return Window{c.histLen, c.gen, c.batch, c.curLoc, c.mskIn} }
 
 // ReuseForward prepares the next batch of n tokens for a graph that was
-// built (after StartForward) for window w and computed, and whose inputs
-// are still those StartForward made: if the batch fits the same window, it
+// built (after StartForward) for window w and computed: if the batch fits
+// the same window, it
 // rewrites the slots and the mask in place and returns true; the caller
 // then rewrites its own inputs (tokens, positions), computes the same
 // graph and calls Commit. Otherwise it changes nothing and returns false.
 func (c *Causal) ReuseForward(w Window, n int) bool {
-	if c.curLoc == nil || n != w.Batch || w.Gen != c.gen || c.n+n > c.capacity {
+	if w.loc == nil || n != w.Batch || w.Gen != c.gen || c.n+n > c.capacity {
 		return false
 	}
 	if min(roundUp(c.n+n, c.config.CachePadding), c.capacity) != w.HistLen {
@@ -145,8 +149,8 @@ func (c *Causal) ReuseForward(w Window, n int) bool {
 	}
 	c.batch, c.histLen = n, w.HistLen
 	loc, mask := c.inputs(n)
-	c.curLoc.FromInts(loc)
-	c.mskIn.FromFloats(mask)
+	w.loc.FromInts(loc)
+	w.mask.FromFloats(mask)
 	return true
 }
 

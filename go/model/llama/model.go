@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sync"
 
 	"ggmlrs/fs"
 	"ggmlrs/kvcache"
@@ -53,7 +54,9 @@ type Model struct {
 	// unchanged recomputes the previous step's graph with new inputs, as
 	// llama.cpp does, saving the graph build (~7% of a small model's step).
 	NoGraphReuse bool
-	last         *stepGraph
+
+	mu   sync.Mutex // guards last (Forward may run concurrently on other caches)
+	last *stepGraph
 }
 
 // stepGraph is a computed one-token graph kept for the next step.
@@ -67,8 +70,13 @@ type stepGraph struct {
 
 // ReleaseGraph frees the graph kept for the next decode step (Generate
 // does this when it ends; callers of Forward do it when they are done).
-func (m *Model) ReleaseGraph() { m.dropGraph() }
+func (m *Model) ReleaseGraph() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.dropGraph()
+}
 
+// dropGraph closes the kept graph; m.mu must be held.
 func (m *Model) dropGraph() {
 	if m.last != nil {
 		m.last.ctx.Close()
@@ -76,9 +84,19 @@ func (m *Model) dropGraph() {
 	}
 }
 
+// keepGraph makes g the graph kept for the next step.
+func (m *Model) keepGraph(g *stepGraph) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.dropGraph()
+	m.last = g
+}
+
 // reuse computes a one-token step on the previous step's graph, if the
 // cache allows it; ok is false when a new graph is needed.
 func (m *Model) reuse(cache *kvcache.Causal, token int32) (logits [][]float32, ok bool, err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	g := m.last
 	if m.NoGraphReuse || g == nil || g.cache != cache || !cache.ReuseForward(g.window, 1) {
 		return nil, false, nil
@@ -232,7 +250,6 @@ func (m *Model) Forward(cache *kvcache.Causal, tokens []int32, allLogits bool) (
 			return out, err
 		}
 	}
-	m.dropGraph()
 	ctx := m.b.NewContext()
 	keep := false
 	defer func() {
@@ -299,7 +316,8 @@ func (m *Model) Forward(cache *kvcache.Causal, tokens []int32, allLogits bool) (
 	cache.Commit()
 	all := out.Floats()
 	if n == 1 && !allLogits && !m.NoGraphReuse {
-		m.last, keep = &stepGraph{ctx: ctx, cache: cache, window: window, tok: tok, pos: pos, out: out}, true
+		m.keepGraph(&stepGraph{ctx: ctx, cache: cache, window: window, tok: tok, pos: pos, out: out})
+		keep = true
 	}
 	logits = make([][]float32, rows)
 	for r := range logits {

@@ -6,6 +6,7 @@ import (
 	"math"
 	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
 
 	"ggmlrs/gguf"
@@ -329,5 +330,55 @@ func TestDecodeGraphReuse(t *testing.T) {
 			}
 			m.ReleaseGraph()
 		})
+	}
+}
+
+// Forward on different caches from several goroutines gives each sequence
+// the logits it gets alone (the kept decode graph is shared state).
+func TestConcurrentDecode(t *testing.T) {
+	m, _ := open(t, llama.Llama, llama.DefaultTiny, true)
+	seq := func(k int) []int32 {
+		ids := make([]int32, 40)
+		for i := range ids {
+			ids[i] = int32((i*13 + k*7 + 3) % m.Vocab)
+		}
+		return ids
+	}
+	run := func(ids []int32) [][]float32 {
+		cache := m.NewCache(64)
+		defer cache.Close()
+		var rows [][]float32
+		for i := range ids {
+			out, err := m.Forward(cache, ids[i:i+1], false)
+			if err != nil {
+				t.Error(err)
+				return nil
+			}
+			rows = append(rows, out[0])
+		}
+		return rows
+	}
+	const n = 3
+	want := make([][][]float32, n)
+	for k := range want {
+		want[k] = run(seq(k))
+	}
+	got := make([][][]float32, n)
+	var wg sync.WaitGroup
+	for k := range got {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got[k] = run(seq(k))
+		}()
+	}
+	wg.Wait()
+	m.ReleaseGraph()
+	for k := range want {
+		for i := range want[k] {
+			if i >= len(got[k]) || !slices.Equal(got[k][i], want[k][i]) {
+				t.Fatalf("sequence %d, step %d: concurrent logits differ", k, i)
+			}
+		}
 	}
 }
