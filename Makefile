@@ -94,7 +94,9 @@ test-c: build
 # The parity tests (go/cmd/ggml-rs/parity_test.go) need the generated small
 # models and vocabularies; GGML_RS_MODELS and GGML_RS_VOCABS make a missing
 # one a failure rather than a skip.
+# The RPC tests (ml/backend, model/llama) start target/release/ggml-rs-rpc-server.
 test-go: build fetch-minilm $(SMALL_MODELS) $(GPT2_VOCABS)
+	$(CARGO) build --release --bin ggml-rs-rpc-server
 	cd go && $(GO_ENV) $(GO) vet ./... && GGML_RS_MODELS=$(CURDIR)/$(MODELS_DIR) GGML_RS_VOCABS=$(CURDIR)/$(VOCABS_DIR) \
 	  $(GO_ENV) $(GO) test -count=1 ./...
 

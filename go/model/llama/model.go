@@ -55,7 +55,9 @@ type Model struct {
 	// llama.cpp does, saving the graph build (~7% of a small model's step).
 	NoGraphReuse bool
 
-	mu   sync.Mutex // guards last (Forward may run concurrently on other caches)
+	// mu guards last and makes compute+read of one Forward atomic: Forward
+	// may run concurrently on other caches.
+	mu   sync.Mutex
 	last *stepGraph
 }
 
@@ -82,14 +84,6 @@ func (m *Model) dropGraph() {
 		m.last.ctx.Close()
 		m.last = nil
 	}
-}
-
-// keepGraph makes g the graph kept for the next step.
-func (m *Model) keepGraph(g *stepGraph) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.dropGraph()
-	m.last = g
 }
 
 // reuse computes a one-token step on the previous step's graph, if the
@@ -312,11 +306,18 @@ func (m *Model) Forward(cache *kvcache.Causal, tokens []int32, allLogits bool) (
 		rows = 1
 	}
 	out := m.output.Mulmat(ctx, x.RMSNorm(ctx, m.outNorm, m.Eps))
-	ctx.Forward(out).Compute(out)
+	ctx.Forward(out)
+	// Outputs live in the backend's shared compute buffers until its next
+	// compute: compute and read under the model's lock, so that concurrent
+	// Forwards (on other caches) cannot overwrite them in between.
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	ctx.Compute(out)
 	cache.Commit()
 	all := out.Floats()
 	if n == 1 && !allLogits && !m.NoGraphReuse {
-		m.keepGraph(&stepGraph{ctx: ctx, cache: cache, window: window, tok: tok, pos: pos, out: out})
+		m.dropGraph()
+		m.last = &stepGraph{ctx: ctx, cache: cache, window: window, tok: tok, pos: pos, out: out}
 		keep = true
 	}
 	logits = make([][]float32, rows)

@@ -1,0 +1,148 @@
+package llama_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"ggmlrs/ml"
+	"ggmlrs/ml/backend"
+	"ggmlrs/model/llama"
+)
+
+// TestDecodeOverRPC decodes with one layer on a ggml-rs RPC server (in a
+// child process, since GGML_RS_RPC_SERVERS is read once per process): the
+// graph then has splits on two devices, and recomputing it (decode graph
+// reuse) must give exactly the logits of rebuilt graphs, and the CPU-only
+// logits up to rounding.
+func TestDecodeOverRPC(t *testing.T) {
+	if os.Getenv("GGMLRS_TEST_RPC_CHILD") != "" {
+		decodeOverRPC(t)
+		return
+	}
+	server, err := filepath.Abs("../../../target/release/ggml-rs-rpc-server")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(server); err != nil {
+		if os.Getenv("GGML_RS_MODELS") != "" { // make test-go builds it
+			t.Fatalf("no RPC server binary: %v", err)
+		}
+		t.Skipf("no RPC server binary (%v): run cargo build --release", err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	endpoint := fmt.Sprintf("127.0.0.1:%d", port)
+	srv := exec.Command(server, "--host", "127.0.0.1", "--port", strconv.Itoa(port), "--threads", "1")
+	var srvOut strings.Builder
+	srv.Stdout, srv.Stderr = &srvOut, &srvOut
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		srv.Process.Kill()
+		srv.Wait()
+	}()
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		c, err := net.DialTimeout("tcp", endpoint, time.Second)
+		if err == nil {
+			c.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("RPC server did not start: %v\n%s", err, srvOut.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	child := exec.Command(os.Args[0], "-test.run", "^TestDecodeOverRPC$", "-test.v")
+	child.Env = append(os.Environ(), "GGML_RS_RPC_SERVERS="+endpoint, "GGMLRS_TEST_RPC_CHILD=1")
+	out, err := child.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "--- PASS: TestDecodeOverRPC") {
+		t.Fatalf("decode with an RPC device: %v\n%s\nserver:\n%s", err, out, srvOut.String())
+	}
+	t.Logf("child:\n%s", out)
+}
+
+func decodeOverRPC(t *testing.T) {
+	var rpc *backend.Device
+	for _, d := range backend.Devices() {
+		if d.Library == "RPC" {
+			rpc = &d
+			break
+		}
+	}
+	if rpc == nil {
+		t.Fatal("the RPC server is not among the devices")
+	}
+	path := filepath.Join(t.TempDir(), "tiny.gguf")
+	if _, err := llama.WriteTiny(path, llama.Qwen3, llama.DefaultTiny, 42); err != nil {
+		t.Fatal(err)
+	}
+	ids := make([]int32, 24)
+	for i := range ids {
+		ids[i] = int32((i*29 + 5) % 300)
+	}
+	decode := func(layers ml.GPULayersList, reuse bool) [][]float32 {
+		p := ml.BackendParams{AllocMemory: true, NumThreads: 2, FlashAttention: ml.FlashAttentionEnabled, GPULayers: layers}
+		b, err := ml.NewBackend(path, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer b.Close()
+		if err := b.Load(context.Background(), nil); err != nil {
+			t.Fatal(err)
+		}
+		m, err := llama.New(b, llama.Qwen3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.NoGraphReuse = !reuse
+		defer m.ReleaseGraph()
+		cache := m.NewCache(64)
+		defer cache.Close()
+		var rows [][]float32
+		for i := range ids {
+			out, err := m.Forward(cache, ids[i:i+1], false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rows = append(rows, out[0])
+		}
+		return rows
+	}
+	cpu := decode(nil, false)
+	t.Logf("RPC device %s (%s)", rpc.Name, rpc.DeviceID.ID)
+	remote := ml.GPULayersList{{DeviceID: rpc.DeviceID, Layers: []int{1}}}
+	rebuilt, reused := decode(remote, false), decode(remote, true)
+	for i := range ids {
+		if !slices.Equal(reused[i], rebuilt[i]) {
+			t.Fatalf("step %d: the reused graph over RPC gives other logits than rebuilt graphs", i)
+		}
+		var worst float64
+		for j := range cpu[i] {
+			worst = max(worst, float64(abs(rebuilt[i][j]-cpu[i][j])))
+		}
+		if worst > 1e-4 {
+			t.Fatalf("step %d: RPC placement differs from the CPU by %g", i, worst)
+		}
+	}
+}
+
+func abs(x float32) float32 {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
