@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"ggmlrs/gguf"
+	"ggmlrs/ml"
 	"ggmlrs/sample"
 )
 
@@ -65,12 +66,13 @@ func runBench(args []string) error {
 			break
 		}
 	}
-	fmt.Printf("| model | size | params | backend | threads | test | t/s |\n")
-	fmt.Printf("| --- | ---: | ---: | --- | ---: | ---: | ---: |\n")
+	fa := onOff(b.FlashAttention() == ml.FlashAttentionEnabled)
+	fmt.Printf("| model | size | params | backend | threads | fa | test | t/s |\n")
+	fmt.Printf("| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: |\n")
 	row := func(test string, rates []float64) {
 		mean, sd := meanStd(rates)
-		fmt.Printf("| %s %s | %s | %s | %s | %d | %s | %.2f ± %.2f |\n", m.Arch, humanParams(params), humanSize(size),
-			humanParams(params), backendName, b.Threads(), test, mean, sd)
+		fmt.Printf("| %s %s | %s | %s | %s | %d | %s | %s | %.2f ± %.2f |\n", m.Arch, humanParams(params), humanSize(size),
+			humanParams(params), backendName, b.Threads(), fa, test, mean, sd)
 	}
 	if *np > 0 {
 		// Warm-up, then the measured runs.

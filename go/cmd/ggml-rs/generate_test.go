@@ -30,7 +30,7 @@ func TestGenerateAndBench(t *testing.T) {
 		}
 		status, table, errs := capture(t, "bench", path, "-p", "32", "-n", "8", "-r", "2", "-batch", "16")
 		if status != 0 || !strings.Contains(table, "| pp32 |") || !strings.Contains(table, "| tg8 |") ||
-			!strings.HasPrefix(table, "| model | size | params | backend | threads | test | t/s |") {
+			!strings.HasPrefix(table, "| model | size | params | backend | threads | fa | test | t/s |") || !strings.Contains(table, "| on | pp32 |") {
 			t.Fatalf("%s bench: status %d, stdout %q, stderr %q", v.Arch, status, table, errs)
 		}
 	}

@@ -44,6 +44,7 @@ func runInspect(args []string) error {
 	if n := cfg.String("general.name"); n != "" {
 		fmt.Fprintf(w, "name          %s\n", n)
 	}
+	fmt.Fprintf(w, "attention     flash attention %s (-flash-attention %s)\n", onOff(b.FlashAttention() == ml.FlashAttentionEnabled), *mf.flash)
 
 	fmt.Fprintf(w, "\nkey/values (%d)\n", cfg.Len())
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -140,4 +141,11 @@ func printMemory(w io.Writer, m ml.BackendMemory) {
 		row(g, 0)
 	}
 	tw.Flush()
+}
+
+func onOff(on bool) string {
+	if on {
+		return "on"
+	}
+	return "off"
 }
