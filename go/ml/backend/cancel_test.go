@@ -10,30 +10,42 @@ import (
 
 func TestCancelComputeInProgress(t *testing.T) {
 	b := newBackend(t, ml.BackendParams{AllocMemory: true, NumThreads: 2})
-	ctx := b.NewContext()
-	defer ctx.Close()
-	in := ctx.Input()
-	w := in.FromFloats(make([]float32, 256*256), 256, 256)
-	x := in.FromFloats(make([]float32, 256*64), 256, 64)
-	for i := 0; i < 400; i++ {
-		x = w.Mulmat(ctx, x)
+	// A chain of matmuls long enough that the cancel lands well inside it
+	// even on a loaded machine: doubled until the graph takes 150 ms (a
+	// fixed delay fails on a machine fast enough to finish first).
+	var (
+		ctx  ml.Context
+		x    ml.Tensor
+		full time.Duration
+	)
+	for n := 400; ; n *= 2 {
+		ctx = b.NewContextSize(2*n + 16)
+		in := ctx.Input()
+		w := in.FromFloats(make([]float32, 256*256), 256, 256)
+		x = in.FromFloats(make([]float32, 256*64), 256, 64)
+		for i := 0; i < n; i++ {
+			x = w.Mulmat(ctx, x)
+		}
+		ctx.Forward(x).Compute(x) // warm-up
+		start := time.Now()
+		ctx.Compute(x)
+		full = time.Since(start)
+		if full >= 150*time.Millisecond || n >= 3200 {
+			break
+		}
+		ctx.Close()
 	}
-	// The whole graph's time (after a warm-up), to cancel at an eighth of
-	// it: a fixed delay fails on a machine fast enough to finish first.
-	ctx.Forward(x).Compute(x)
-	start := time.Now()
-	ctx.Compute(x)
-	full := time.Since(start)
+	defer ctx.Close()
 	go func() {
 		time.Sleep(full / 8)
 		b.(*Backend).Cancel()
 	}()
-	start = time.Now()
+	start := time.Now()
 	r := mustPanic(t, func() { ctx.Compute(x) }, "cancelled")
 	if e, ok := r.(*Error); !ok || e.Status != StatusAborted {
 		t.Fatalf("panic %#v, want *Error with StatusAborted", r)
 	}
-	if d := time.Since(start); d > full/2 {
+	if d := time.Since(start); d > full*3/4 {
 		t.Errorf("cancel after %v took %v of a %v graph", full/8, d, full)
 	}
 	// The backend stays usable: the same graph computes to the end.
