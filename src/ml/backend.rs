@@ -360,13 +360,6 @@ impl Backend {
             progress(1.0);
             return Ok(());
         };
-        for set in &m.weights.sets {
-            if !set.buffer.is_null() && unsafe { sys::ggml_backend_buffer_is_host(set.buffer) } {
-                let base = unsafe { sys::ggml_backend_buffer_get_base(set.buffer) } as usize;
-                let size = unsafe { sys::ggml_backend_buffer_get_size(set.buffer) };
-                super::model::load::prefer_huge_pages(base, size);
-            }
-        }
         // Idle compute workers poll for work for a while after each graph:
         // park them, or they take a core from the readers (the next compute
         // wakes them). Under the compute lock, so no graph is running.
