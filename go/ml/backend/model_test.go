@@ -10,18 +10,17 @@ import (
 	"fmt"
 	"math"
 	"math/rand"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
 	"runtime"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"ggmlrs/internal/rpcserver"
 	"ggmlrs/ml"
 )
 
@@ -460,48 +459,13 @@ func TestRPCPlacement(t *testing.T) {
 	if os.Getenv("GGMLRS_TEST_EXPECT_GPU") != "" {
 		t.Skip("already the child")
 	}
-	server, err := filepath.Abs("../../../target/release/ggml-rs-rpc-server")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(server); err != nil {
-		t.Skipf("no RPC server binary (%v): run cargo build --release", err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	endpoint := fmt.Sprintf("127.0.0.1:%d", port)
-	srv := exec.Command(server, "--host", "127.0.0.1", "--port", strconv.Itoa(port), "--threads", "1", "--mem", "1024")
-	var srvOut strings.Builder
-	srv.Stdout, srv.Stderr = &srvOut, &srvOut
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		srv.Process.Kill()
-		srv.Wait()
-	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		c, err := net.DialTimeout("tcp", endpoint, time.Second)
-		if err == nil {
-			c.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("RPC server did not start: %v\n%s", err, srvOut.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	endpoint, srvOut := rpcserver.Start(t, "--threads", "1", "--mem", "1024")
 
 	child := exec.Command(os.Args[0], "-test.run", "^(TestWeightPlacements|TestModelMemory|TestFitMode|TestInfoModel)$", "-test.v")
 	child.Env = append(os.Environ(), "GGML_RS_RPC_SERVERS="+endpoint, "GGMLRS_TEST_EXPECT_GPU=1")
 	out, err := child.CombinedOutput()
 	if err != nil {
-		t.Fatalf("placement tests with an RPC device failed: %v\n%s\nserver:\n%s", err, out, srvOut.String())
+		t.Fatalf("placement tests with an RPC device failed: %v\n%s\nserver:\n%s", err, out, srvOut())
 	}
 	if !strings.Contains(string(out), "--- PASS: TestWeightPlacements/layer_1_and_output_on_") {
 		t.Fatalf("placement tests did not run:\n%s", out)

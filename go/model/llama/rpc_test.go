@@ -2,17 +2,14 @@ package llama_test
 
 import (
 	"context"
-	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
-	"time"
 
+	"ggmlrs/internal/rpcserver"
 	"ggmlrs/ml"
 	"ggmlrs/ml/backend"
 	"ggmlrs/model/llama"
@@ -28,49 +25,12 @@ func TestDecodeOverRPC(t *testing.T) {
 		decodeOverRPC(t)
 		return
 	}
-	server, err := filepath.Abs("../../../target/release/ggml-rs-rpc-server")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(server); err != nil {
-		if os.Getenv("GGML_RS_MODELS") != "" { // make test-go builds it
-			t.Fatalf("no RPC server binary: %v", err)
-		}
-		t.Skipf("no RPC server binary (%v): run cargo build --release", err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	endpoint := fmt.Sprintf("127.0.0.1:%d", port)
-	srv := exec.Command(server, "--host", "127.0.0.1", "--port", strconv.Itoa(port), "--threads", "1")
-	var srvOut strings.Builder
-	srv.Stdout, srv.Stderr = &srvOut, &srvOut
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		srv.Process.Kill()
-		srv.Wait()
-	}()
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		c, err := net.DialTimeout("tcp", endpoint, time.Second)
-		if err == nil {
-			c.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("RPC server did not start: %v\n%s", err, srvOut.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	endpoint, srvOut := rpcserver.Start(t, "--threads", "1")
 	child := exec.Command(os.Args[0], "-test.run", "^TestDecodeOverRPC$", "-test.v")
 	child.Env = append(os.Environ(), "GGML_RS_RPC_SERVERS="+endpoint, "GGMLRS_TEST_RPC_CHILD=1")
 	out, err := child.CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "--- PASS: TestDecodeOverRPC") {
-		t.Fatalf("decode with an RPC device: %v\n%s\nserver:\n%s", err, out, srvOut.String())
+		t.Fatalf("decode with an RPC device: %v\n%s\nserver:\n%s", err, out, srvOut())
 	}
 	t.Logf("child:\n%s", out)
 }
