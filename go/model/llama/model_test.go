@@ -347,14 +347,9 @@ func TestConcurrentDecode(t *testing.T) {
 	run := func(ids []int32) [][]float32 {
 		cache := m.NewCache(64)
 		defer cache.Close()
-		var rows [][]float32
-		for i := range ids {
-			out, err := m.Forward(cache, ids[i:i+1], false)
-			if err != nil {
-				t.Error(err)
-				return nil
-			}
-			rows = append(rows, out[0])
+		rows, err := decodeEach(m, cache, ids)
+		if err != nil {
+			t.Error(err) // may run in a goroutine: no Fatal
 		}
 		return rows
 	}
@@ -381,4 +376,18 @@ func TestConcurrentDecode(t *testing.T) {
 			}
 		}
 	}
+}
+
+// decodeEach feeds ids one at a time through cache, as generation does,
+// and returns each step's logits.
+func decodeEach(m *llama.Model, cache *kvcache.Causal, ids []int32) ([][]float32, error) {
+	var rows [][]float32
+	for i := range ids {
+		out, err := m.Forward(cache, ids[i:i+1], false)
+		if err != nil {
+			return rows, err
+		}
+		rows = append(rows, out[0])
+	}
+	return rows, nil
 }

@@ -72,13 +72,9 @@ func decodeOverRPC(t *testing.T) {
 		defer m.ReleaseGraph()
 		cache := m.NewCache(64)
 		defer cache.Close()
-		var rows [][]float32
-		for i := range ids {
-			out, err := m.Forward(cache, ids[i:i+1], false)
-			if err != nil {
-				t.Fatal(err)
-			}
-			rows = append(rows, out[0])
+		rows, err := decodeEach(m, cache, ids)
+		if err != nil {
+			t.Fatal(err)
 		}
 		return rows
 	}
