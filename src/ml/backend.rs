@@ -91,9 +91,8 @@ unsafe extern "C" fn abort_requested(data: *mut std::ffi::c_void) -> bool {
 
 /// Installs ggml's abort callback on every device backend that offers one
 /// (through its registry's "ggml_backend_set_abort_callback": the CPU's,
-/// and RPC's through our patch 04); returns how many did.
-fn install_abort_callbacks(devices: &[DeviceBackend], cancel: &Arc<AtomicBool>) -> usize {
-    let mut n = 0;
+/// and RPC's through our patch 04).
+fn install_abort_callbacks(devices: &[DeviceBackend], cancel: &Arc<AtomicBool>) {
     for d in devices {
         // SAFETY: the registry and its proc address come from ggml; the
         // function has the documented ggml_backend_set_abort_callback_t type.
@@ -110,11 +109,9 @@ fn install_abort_callbacks(devices: &[DeviceBackend], cancel: &Arc<AtomicBool>) 
             let set: sys::ggml_backend_set_abort_callback_t = std::mem::transmute(f);
             if let Some(set) = set {
                 set(d.backend, Some(abort_requested), Arc::as_ptr(cancel) as *mut std::ffi::c_void);
-                n += 1;
             }
         }
     }
-    n
 }
 
 // The raw handles are only used under `compute_lock` (scheduler) or are
