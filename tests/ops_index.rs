@@ -3,6 +3,8 @@
 //! tolerances; contiguous and non-contiguous inputs), the row-id checker,
 //! and bad-input tests (errors, never aborts; the context stays usable).
 mod common;
+#[path = "common/capi.rs"]
+mod capi_base;
 use common::*;
 
 use ggml_rs::ml::ops::index::check_row_ids;
@@ -603,37 +605,15 @@ fn bad_inputs_are_errors_and_the_context_stays_usable() {
 // ---- the C functions ---------------------------------------------------------
 
 mod c {
-    use std::ffi::{c_char, c_void};
-    #[repr(C)]
-    pub struct Err {
-        pub status: i32,
-        pub message: [c_char; 1024],
-    }
-    impl Err {
-        pub fn new() -> Err {
-            Err { status: 0, message: [0; 1024] }
-        }
-        pub fn text(&self) -> String {
-            unsafe { std::ffi::CStr::from_ptr(self.message.as_ptr()) }.to_string_lossy().into_owned()
-        }
-    }
-    pub type P = *mut c_void;
+    pub use crate::capi_base::*;
+
     extern "C" {
-        pub fn ggml_rs_backend_new(params: *const c_void, out: *mut P, err: *mut Err) -> i32;
-        pub fn ggml_rs_backend_free(b: P);
-        pub fn ggml_rs_ctx_new(b: P, size: usize, err: *mut Err) -> P;
-        pub fn ggml_rs_ctx_input(c: P) -> P;
-        pub fn ggml_rs_ctx_free(c: P);
-        pub fn ggml_rs_ctx_clear_error(c: P);
-        pub fn ggml_rs_ctx_from_data(c: P, t: i32, ne: *const i64, n: usize, data: *const u8, len: usize, err: *mut Err) -> P;
-        pub fn ggml_rs_ctx_compute(c: P, outs: *const P, n: usize, err: *mut Err) -> i32;
-        pub fn ggml_rs_tensor_get_f32(t: P, dst: *mut f32, n: usize, err: *mut Err) -> i32;
-        pub fn ggml_rs_get_rows(c: P, a: P, ids: P, err: *mut Err) -> P;
-        pub fn ggml_rs_set_rows(c: P, dst: P, src: P, ids: P, err: *mut Err) -> P;
-        pub fn ggml_rs_cpy(c: P, src: P, dst: P, err: *mut Err) -> P;
-        pub fn ggml_rs_cast(c: P, a: P, t: i32, err: *mut Err) -> P;
-        pub fn ggml_rs_argsort(c: P, a: P, descending: i32, err: *mut Err) -> P;
-        pub fn ggml_rs_top_k(c: P, a: P, k: i64, err: *mut Err) -> P;
+        pub fn ggml_rs_get_rows(c: *mut Ctx, a: *mut T, ids: *mut T, err: *mut Error) -> *mut T;
+        pub fn ggml_rs_set_rows(c: *mut Ctx, dst: *mut T, src: *mut T, ids: *mut T, err: *mut Error) -> *mut T;
+        pub fn ggml_rs_cpy(c: *mut Ctx, src: *mut T, dst: *mut T, err: *mut Error) -> *mut T;
+        pub fn ggml_rs_cast(c: *mut Ctx, a: *mut T, t: i32, err: *mut Error) -> *mut T;
+        pub fn ggml_rs_argsort(c: *mut Ctx, a: *mut T, descending: i32, err: *mut Error) -> *mut T;
+        pub fn ggml_rs_top_k(c: *mut Ctx, a: *mut T, k: i64, err: *mut Error) -> *mut T;
     }
 }
 
@@ -642,8 +622,8 @@ fn c_functions_compute_and_report_errors() {
     use c::*;
     use std::ptr::null_mut;
     unsafe {
-        let mut e = Err::new();
-        let mut be: P = null_mut();
+        let mut e = Error::new();
+        let mut be: *mut Backend = null_mut();
         assert_eq!(ggml_rs_backend_new(std::ptr::null(), &mut be, &mut e), 0, "{}", e.text());
         let ctx = ggml_rs_ctx_new(be, 256, &mut e);
         assert!(!ctx.is_null(), "{}", e.text());
@@ -656,7 +636,7 @@ fn c_functions_compute_and_report_errors() {
         let ids = ggml_rs_ctx_from_data(inp, 26, [3i64].as_ptr(), 1, ib.as_ptr(), ib.len(), &mut e);
         assert!(!ids.is_null(), "{}", e.text());
 
-        let nulls: Vec<(&str, P)> = vec![
+        let nulls: Vec<(&str, *mut T)> = vec![
             ("get_rows", ggml_rs_get_rows(ctx, x, null_mut(), &mut e)),
             ("set_rows", ggml_rs_set_rows(ctx, null_mut(), x, ids, &mut e)),
             ("cpy", ggml_rs_cpy(ctx, x, null_mut(), &mut e)),

@@ -4,6 +4,8 @@
 //! random data (f32, f16, i32; contiguous and non-contiguous inputs), and
 //! bad-input tests (errors, never aborts; the context stays usable).
 mod common;
+#[path = "common/capi.rs"]
+mod capi_base;
 use common::*;
 
 use ggml_rs::ml::{data, Backend, Context, ErrorKind, Tensor};
@@ -760,40 +762,18 @@ fn bad_inputs_are_errors_and_the_context_stays_usable() {
 // ---- the C functions ---------------------------------------------------------
 
 mod c {
-    use std::ffi::{c_char, c_void};
-    #[repr(C)]
-    pub struct Err {
-        pub status: i32,
-        pub message: [c_char; 1024],
-    }
-    impl Err {
-        pub fn new() -> Err {
-            Err { status: 0, message: [0; 1024] }
-        }
-        pub fn text(&self) -> String {
-            unsafe { std::ffi::CStr::from_ptr(self.message.as_ptr()) }.to_string_lossy().into_owned()
-        }
-    }
-    pub type P = *mut c_void;
+    pub use crate::capi_base::*;
+
     extern "C" {
-        pub fn ggml_rs_backend_new(params: *const c_void, out: *mut P, err: *mut Err) -> i32;
-        pub fn ggml_rs_backend_free(b: P);
-        pub fn ggml_rs_ctx_new(b: P, size: usize, err: *mut Err) -> P;
-        pub fn ggml_rs_ctx_input(c: P) -> P;
-        pub fn ggml_rs_ctx_free(c: P);
-        pub fn ggml_rs_ctx_clear_error(c: P);
-        pub fn ggml_rs_ctx_from_data(c: P, t: i32, ne: *const i64, n: usize, data: *const u8, len: usize, err: *mut Err) -> P;
-        pub fn ggml_rs_ctx_compute(c: P, outs: *const P, n: usize, err: *mut Err) -> i32;
-        pub fn ggml_rs_tensor_get_f32(t: P, dst: *mut f32, n: usize, err: *mut Err) -> i32;
-        pub fn ggml_rs_reshape(c: P, a: P, shape: *const i64, n: usize, err: *mut Err) -> P;
-        pub fn ggml_rs_view(c: P, a: P, off: usize, ne: *const i64, nb: *const usize, n: usize, err: *mut Err) -> P;
-        pub fn ggml_rs_permute(c: P, a: P, o0: i32, o1: i32, o2: i32, o3: i32, err: *mut Err) -> P;
-        pub fn ggml_rs_cont(c: P, a: P, shape: *const i64, n: usize, err: *mut Err) -> P;
-        pub fn ggml_rs_concat(c: P, a: P, b: P, dim: i32, err: *mut Err) -> P;
-        pub fn ggml_rs_repeat(c: P, a: P, dim: i32, n: i64, err: *mut Err) -> P;
-        pub fn ggml_rs_pad(c: P, a: P, p0: i32, p1: i32, p2: i32, p3: i32, err: *mut Err) -> P;
-        pub fn ggml_rs_slice(c: P, a: P, dim: i32, low: i64, high: i64, step: i64, err: *mut Err) -> P;
-        pub fn ggml_rs_dup(c: P, a: P, err: *mut Err) -> P;
+        pub fn ggml_rs_reshape(c: *mut Ctx, a: *mut T, shape: *const i64, n: usize, err: *mut Error) -> *mut T;
+        pub fn ggml_rs_view(c: *mut Ctx, a: *mut T, off: usize, ne: *const i64, nb: *const usize, n: usize, err: *mut Error) -> *mut T;
+        pub fn ggml_rs_permute(c: *mut Ctx, a: *mut T, o0: i32, o1: i32, o2: i32, o3: i32, err: *mut Error) -> *mut T;
+        pub fn ggml_rs_cont(c: *mut Ctx, a: *mut T, shape: *const i64, n: usize, err: *mut Error) -> *mut T;
+        pub fn ggml_rs_concat(c: *mut Ctx, a: *mut T, b: *mut T, dim: i32, err: *mut Error) -> *mut T;
+        pub fn ggml_rs_repeat(c: *mut Ctx, a: *mut T, dim: i32, n: i64, err: *mut Error) -> *mut T;
+        pub fn ggml_rs_pad(c: *mut Ctx, a: *mut T, p0: i32, p1: i32, p2: i32, p3: i32, err: *mut Error) -> *mut T;
+        pub fn ggml_rs_slice(c: *mut Ctx, a: *mut T, dim: i32, low: i64, high: i64, step: i64, err: *mut Error) -> *mut T;
+        pub fn ggml_rs_dup(c: *mut Ctx, a: *mut T, err: *mut Error) -> *mut T;
     }
 }
 
@@ -802,8 +782,8 @@ fn c_functions_compute_and_report_errors() {
     use c::*;
     use std::ptr::null_mut;
     unsafe {
-        let mut e = Err::new();
-        let mut be: P = null_mut();
+        let mut e = Error::new();
+        let mut be: *mut Backend = null_mut();
         assert_eq!(ggml_rs_backend_new(std::ptr::null(), &mut be, &mut e), 0, "{}", e.text());
         let ctx = ggml_rs_ctx_new(be, 256, &mut e);
         assert!(!ctx.is_null(), "{}", e.text());
@@ -814,7 +794,7 @@ fn c_functions_compute_and_report_errors() {
         assert!(!x.is_null(), "{}", e.text());
 
         // Every function rejects a NULL tensor by naming itself.
-        let nulls: Vec<(&str, P)> = vec![
+        let nulls: Vec<(&str, *mut T)> = vec![
             ("reshape", ggml_rs_reshape(ctx, null_mut(), [12i64].as_ptr(), 1, &mut e)),
             ("view", ggml_rs_view(ctx, null_mut(), 0, [1i64].as_ptr(), std::ptr::null(), 1, &mut e)),
             ("permute", ggml_rs_permute(ctx, null_mut(), 0, 1, 2, 3, &mut e)),
