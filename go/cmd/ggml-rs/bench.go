@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"ggmlrs/gguf"
+	"ggmlrs/kvcache"
 	"ggmlrs/ml"
+	"ggmlrs/model/decoder"
 	"ggmlrs/sample"
 )
 
@@ -42,7 +44,10 @@ func runBench(args []string) error {
 		return err
 	}
 	defer b.Close()
-	cache := m.NewCache(*df.ctx)
+	cache, err := m.NewCache(decoder.CacheOptions{Capacity: *df.ctx, MaxBatch: *df.batch})
+	if err != nil {
+		return err
+	}
 	defer cache.Close()
 	defer m.ReleaseGraph()
 	// As llama.Model.Generate: keep ggml's calling thread on one OS thread.
@@ -81,10 +86,8 @@ func runBench(args []string) error {
 			cache.Reset()
 			prompt := tokens(*np)
 			start := time.Now()
-			for j := 0; j < len(prompt); j += *df.batch {
-				if _, err := m.Forward(cache, prompt[j:min(j+*df.batch, len(prompt))], false); err != nil {
-					return err
-				}
+			if _, err := m.ForwardBatch(cache, []kvcache.Sequence{{Tokens: prompt}}, false, *df.batch); err != nil {
+				return err
 			}
 			if i > 0 {
 				rates = append(rates, float64(*np)/time.Since(start).Seconds())

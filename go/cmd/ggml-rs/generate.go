@@ -8,8 +8,8 @@ import (
 	"unicode/utf8"
 
 	"ggmlrs/ml/backend"
-	"ggmlrs/model/llama"
-	"ggmlrs/model/qwen3"
+	"ggmlrs/model"
+	"ggmlrs/model/decoder"
 	"ggmlrs/sample"
 )
 
@@ -45,8 +45,9 @@ func (f *decoderFlags) resolveFA() error {
 	return nil
 }
 
-// openDecoder opens a llama or qwen3 model and its tokenizer.
-func openDecoder(path string, f *decoderFlags) (*backend.Backend, *llama.Model, llama.Tokenizer, error) {
+// openDecoder opens a decoder model of any supported architecture and its
+// tokenizer.
+func openDecoder(path string, f *decoderFlags) (*backend.Backend, *decoder.Model, decoder.Tokenizer, error) {
 	if err := f.resolveFA(); err != nil {
 		return nil, nil, nil, err
 	}
@@ -54,20 +55,12 @@ func openDecoder(path string, f *decoderFlags) (*backend.Backend, *llama.Model, 
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	var m *llama.Model
-	switch a := b.Config().Architecture(); a {
-	case "llama":
-		m, err = llama.New(b, llama.Llama)
-	case "qwen3":
-		m, err = qwen3.New(b)
-	default:
-		err = fmt.Errorf("architecture %q is not supported for generation (llama, qwen3)", a)
-	}
+	m, err := model.New(b)
 	if err != nil {
 		b.Close()
 		return nil, nil, nil, err
 	}
-	tok, err := llama.NewTokenizer(b.Config())
+	tok, err := decoder.NewTokenizer(b.Config())
 	if err != nil {
 		b.Close()
 		return nil, nil, nil, err
@@ -108,7 +101,10 @@ func runGenerate(args []string) error {
 	if len(ids) == 0 {
 		return usagef("the prompt is empty (and the model adds no BOS token)")
 	}
-	cache := m.NewCache(*df.ctx)
+	cache, err := m.NewCache(decoder.CacheOptions{Capacity: *df.ctx, MaxBatch: *df.batch})
+	if err != nil {
+		return err
+	}
 	defer cache.Close()
 	if len(ids) >= cache.Capacity() {
 		return fmt.Errorf("the prompt's %d tokens fill the %d-token context (-ctx)", len(ids), cache.Capacity())
@@ -120,7 +116,7 @@ func runGenerate(args []string) error {
 	all := append([]int32(nil), ids...)
 	printed := len(base)
 	smp := sample.New(sample.Options{Temperature: float32(*temp), TopK: *topK, TopP: float32(*topP), Seed: *seed})
-	st, err := m.Generate(cache, ids, llama.GenerateOptions{MaxTokens: *n, Batch: *df.batch, Sampler: smp, IsEOG: tok.IsEOG},
+	st, err := m.Generate(cache, ids, decoder.GenerateOptions{MaxTokens: *n, Batch: *df.batch, Sampler: smp, IsEOG: tok.IsEOG},
 		func(id int32) bool {
 			all = append(all, id)
 			text := tok.Decode(all)

@@ -8,7 +8,8 @@ import (
 	"strconv"
 	"strings"
 
-	"ggmlrs/model/llama"
+	"ggmlrs/kvcache"
+	"ggmlrs/model/decoder"
 )
 
 // logits: the raw output rows of a decoder for given token ids, as JSON.
@@ -17,21 +18,31 @@ import (
 
 func runLogits(args []string) error {
 	fs := newFlags("logits", "[flags] MODEL TOKEN...",
-		"Runs the token ids TOKEN... (also comma-separated lists) through the GGUF model MODEL\n"+
-			"(architecture llama or qwen3), prefilling in batches of -batch (with -decode N, the\n"+
-			"last N tokens one at a time, as generation does), and prints\n"+
-			`{"model","n_vocab","tokens","logits"} as JSON: the logits of the last position,`+"\n"+
-			"or with -all one row per position.")
+		"Runs the token ids TOKEN... (also comma-separated lists) through the GGUF model MODEL,\n"+
+			"prefilling in ubatches of -batch tokens (with -decode N, the last N tokens one at a\n"+
+			"time, as generation does), and prints {\"model\",\"n_vocab\",\"tokens\",\"logits\"} as\n"+
+			"JSON: the logits of the last position, or with -all one row per position.\n"+
+			"With -seqs, each TOKEN argument is one sequence (comma-separated ids), all of them go\n"+
+			"in one batch, and the output is {\"model\",\"n_vocab\",\"sequences\",\"logits\"} with\n"+
+			"the last position's logits of each sequence.")
 	all := fs.Bool("all", false, "print the logits of every position, one row each")
 	decode := fs.Int("decode", 0, "run the last N tokens one at a time after the prefill")
+	seqs := fs.Bool("seqs", false, "each TOKEN argument is a sequence; run them together in one batch")
 	df := addDecoderFlags(fs)
 	fs.IntVar(df.threads, "t", 0, "the same as -threads")
+	fs.IntVar(df.batch, "ubatch", 512, "the same as -batch: the most tokens computed in one graph")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) < 2 {
 		return usagef("logits needs a model and at least one token id")
+	}
+	if *seqs {
+		if *all || *decode != 0 {
+			return usagef("-seqs takes neither -all nor -decode")
+		}
+		return runLogitsSeqs(pos[0], pos[1:], df)
 	}
 	tokens, err := parseTokens(pos[1:])
 	if err != nil {
@@ -52,20 +63,78 @@ func runLogits(args []string) error {
 	if err != nil {
 		return err
 	}
+	return writeLogits(pos[0], m.Vocab, "tokens", [][]int32{tokens}, rows, *all)
+}
+
+// runLogitsSeqs runs several sequences in one batch (logits -seqs).
+func runLogitsSeqs(path string, args []string, df *decoderFlags) error {
+	var batch []kvcache.Sequence
+	var ids [][]int32
+	total := 0
+	for i, a := range args {
+		t, err := parseTokens([]string{a})
+		if err != nil {
+			return err
+		}
+		batch = append(batch, kvcache.Sequence{Seq: i, Tokens: t})
+		ids = append(ids, t)
+		total += len(t)
+	}
+	*df.ctx = max(*df.ctx, total)
+	b, m, _, err := openDecoder(path, df)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	cache, err := m.NewCache(decoder.CacheOptions{Capacity: *df.ctx, Sequences: len(batch), MaxBatch: *df.batch})
+	if err != nil {
+		return err
+	}
+	defer cache.Close()
+	out, err := m.ForwardBatch(cache, batch, false, *df.batch)
+	if err != nil {
+		return err
+	}
+	rows := make([][]float32, len(out))
+	for i := range out {
+		rows[i] = out[i][0]
+	}
+	return writeLogits(path, m.Vocab, "sequences", ids, rows, true)
+}
+
+// writeLogits prints the logits document: the token ids (one list, or
+// one per sequence) under key, and the rows (a list of rows when many).
+func writeLogits(model string, vocab int, key string, ids [][]int32, rows [][]float32, many bool) error {
 	w := bufio.NewWriterSize(os.Stdout, 1<<16)
 	buf := []byte(`{"model":`)
-	buf = strconv.AppendQuote(buf, pos[0])
+	buf = strconv.AppendQuote(buf, model)
 	buf = append(buf, `,"n_vocab":`...)
-	buf = strconv.AppendInt(buf, int64(m.Vocab), 10)
-	buf = append(buf, `,"tokens":[`...)
-	for i, t := range tokens {
-		if i > 0 {
-			buf = append(buf, ',')
+	buf = strconv.AppendInt(buf, int64(vocab), 10)
+	buf = append(buf, `,"`+key+`":`...)
+	appendIDs := func(t []int32) {
+		buf = append(buf, '[')
+		for i, v := range t {
+			if i > 0 {
+				buf = append(buf, ',')
+			}
+			buf = strconv.AppendInt(buf, int64(v), 10)
 		}
-		buf = strconv.AppendInt(buf, int64(t), 10)
+		buf = append(buf, ']')
 	}
-	buf = append(buf, `],"logits":`...)
-	if *all {
+	if key == "sequences" {
+		buf = append(buf, '[')
+		for i, t := range ids {
+			if i > 0 {
+				buf = append(buf, ',')
+			}
+			appendIDs(t)
+		}
+		buf = append(buf, ']')
+	} else {
+		appendIDs(ids[0])
+	}
+	buf = append(buf, `,"logits":`...)
+	if many {
 		buf = append(buf, '[')
 	}
 	for i, row := range rows {
@@ -75,7 +144,7 @@ func runLogits(args []string) error {
 		buf = append(buf, '[')
 		for j, v := range row {
 			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-				return fmt.Errorf("the logit of token %d at position %d is %v", j, i, v)
+				return fmt.Errorf("the logit of token %d at row %d is %v", j, i, v)
 			}
 			if j > 0 {
 				buf = append(buf, ',')
@@ -86,7 +155,7 @@ func runLogits(args []string) error {
 		w.Write(buf)
 		buf = buf[:0]
 	}
-	if *all {
+	if many {
 		buf = append(buf, ']')
 	}
 	buf = append(buf, "}\n"...)
@@ -120,30 +189,39 @@ func parseTokens(args []string) ([]int32, error) {
 // all but the last decode tokens in batches of at most batch (a prefill),
 // then those one at a time (as generation does). It returns the logits of
 // every position (all) or of the last one only.
-func computeLogits(m *llama.Model, tokens []int32, all bool, ctx, batch, decode int) ([][]float32, error) {
+func computeLogits(m *decoder.Model, tokens []int32, all bool, ctx, batch, decode int) ([][]float32, error) {
 	if len(tokens) > ctx {
 		return nil, fmt.Errorf("%d tokens do not fit the %d-token context (-ctx)", len(tokens), ctx)
 	}
-	cache := m.NewCache(ctx)
+	cache, err := m.NewCache(decoder.CacheOptions{Capacity: ctx, MaxBatch: batch})
+	if err != nil {
+		return nil, err
+	}
 	defer cache.Close()
 	defer m.ReleaseGraph()
 	var rows [][]float32
 	prefill := len(tokens) - decode
-	for i := 0; i < len(tokens); {
-		end := min(i+batch, prefill)
-		if i >= prefill {
-			end = i + 1
-		}
-		out, err := m.Forward(cache, tokens[i:end], all)
+	run := func(toks []int32) error {
+		out, err := m.ForwardBatch(cache, []kvcache.Sequence{{Tokens: toks}}, all, batch)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if all {
-			rows = append(rows, out...)
-		} else if end == len(tokens) {
-			rows = out
+			rows = append(rows, out[0]...)
+		} else {
+			rows = out[0]
 		}
-		i = end
+		return nil
+	}
+	if prefill > 0 {
+		if err := run(tokens[:prefill]); err != nil {
+			return nil, err
+		}
+	}
+	for i := prefill; i < len(tokens); i++ {
+		if err := run(tokens[i : i+1]); err != nil {
+			return nil, err
+		}
 	}
 	return rows, nil
 }

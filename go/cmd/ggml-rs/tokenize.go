@@ -9,7 +9,7 @@ import (
 	"os"
 	"strings"
 
-	"ggmlrs/model/llama"
+	"ggmlrs/model/decoder"
 )
 
 // tokenize: token ids of texts with a model's tokenizer, as JSON. Its
@@ -64,7 +64,7 @@ func runTokenize(args []string) error {
 
 // openTokenizer builds the tokenizer of the model at path from its
 // metadata (nothing is allocated) and returns it with the vocabulary size.
-func openTokenizer(path string) (llama.Tokenizer, int, error) {
+func openTokenizer(path string) (decoder.Tokenizer, int, error) {
 	mf := addModelFlags(newFlags("", "", ""))
 	*mf.ngl = 0
 	b, err := openModel(path, mf, false)
@@ -73,7 +73,7 @@ func openTokenizer(path string) (llama.Tokenizer, int, error) {
 	}
 	defer b.Close()
 	c := b.Config()
-	tok, err := llama.NewTokenizer(c)
+	tok, err := decoder.NewTokenizer(c)
 	if err != nil {
 		return nil, 0, err
 	}

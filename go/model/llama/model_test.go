@@ -13,6 +13,7 @@ import (
 	"ggmlrs/kvcache"
 	"ggmlrs/ml"
 	_ "ggmlrs/ml/backend"
+	"ggmlrs/model/decoder"
 	"ggmlrs/model/llama"
 	"ggmlrs/sample"
 )
@@ -148,7 +149,7 @@ func reference(v llama.Variant, c llama.TinyConfig, w map[string][]float32, ids 
 	return logits
 }
 
-func open(t *testing.T, v llama.Variant, c llama.TinyConfig, flash bool) (*llama.Model, map[string][]float32) {
+func open(t *testing.T, v llama.Variant, c llama.TinyConfig, flash bool) (*decoder.Model, map[string][]float32) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "tiny.gguf")
 	w, err := llama.WriteTiny(path, v, c, 42)
@@ -198,7 +199,7 @@ func TestForwardMatchesReference(t *testing.T) {
 					m, w := open(t, v, c, flash)
 					want := reference(v, c, w, ids)
 					// Whole prompt in one batch, all logits.
-					cache := m.NewCache(64)
+					cache := newCache(t, m, 64)
 					defer cache.Close()
 					got, err := m.Forward(cache, ids, true)
 					if err != nil {
@@ -227,7 +228,7 @@ func TestForwardMatchesReference(t *testing.T) {
 
 func TestGenerate(t *testing.T) {
 	m, _ := open(t, llama.Llama, llama.DefaultTiny, false)
-	tok, err := llama.NewTokenizer(m.Backend().Config())
+	tok, err := decoder.NewTokenizer(m.Backend().Config())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,10 +237,10 @@ func TestGenerate(t *testing.T) {
 		t.Fatalf("no BOS: %v", prompt)
 	}
 	run := func(o sample.Options, batch int) []int32 {
-		cache := m.NewCache(128)
+		cache := newCache(t, m, 128)
 		defer cache.Close()
 		var out []int32
-		st, err := m.Generate(cache, prompt, llama.GenerateOptions{MaxTokens: 20, Batch: batch, Sampler: sample.New(o), IgnoreEOG: true},
+		st, err := m.Generate(cache, prompt, decoder.GenerateOptions{MaxTokens: 20, Batch: batch, Sampler: sample.New(o), IgnoreEOG: true},
 			func(id int32) bool { out = append(out, id); return true })
 		if err != nil {
 			t.Fatal(err)
@@ -280,7 +281,7 @@ func TestDecodeGraphReuse(t *testing.T) {
 			for i := range ids {
 				ids[i] = int32((i*37 + 11) % m.Vocab)
 			}
-			steps := func(reuse bool, cache *kvcache.Causal, other *kvcache.Causal, from, to int) [][]float32 {
+			steps := func(reuse bool, cache *kvcache.Cache, other *kvcache.Cache, from, to int) [][]float32 {
 				m.NoGraphReuse = !reuse
 				var rows [][]float32
 				for i := from; i < to; i++ {
@@ -298,9 +299,9 @@ func TestDecodeGraphReuse(t *testing.T) {
 				}
 				return rows
 			}
-			a := m.NewCache(512)
+			a := newCache(t, m, 512)
 			defer a.Close()
-			other := m.NewCache(512)
+			other := newCache(t, m, 512)
 			defer other.Close()
 			want := steps(false, a, nil, 0, len(ids))
 			a.Reset()
@@ -320,7 +321,7 @@ func TestDecodeGraphReuse(t *testing.T) {
 			}
 			// A closed cache: the next step on a new cache builds afresh.
 			a.Close()
-			b := m.NewCache(512)
+			b := newCache(t, m, 512)
 			defer b.Close()
 			fresh := steps(true, b, nil, 0, 3)
 			for i := range fresh {
@@ -345,7 +346,7 @@ func TestConcurrentDecode(t *testing.T) {
 		return ids
 	}
 	run := func(ids []int32) [][]float32 {
-		cache := m.NewCache(64)
+		cache := newCache(t, m, 64)
 		defer cache.Close()
 		rows, err := decodeEach(m, cache, ids)
 		if err != nil {
@@ -380,7 +381,7 @@ func TestConcurrentDecode(t *testing.T) {
 
 // decodeEach feeds ids one at a time through cache, as generation does,
 // and returns each step's logits.
-func decodeEach(m *llama.Model, cache *kvcache.Causal, ids []int32) ([][]float32, error) {
+func decodeEach(m *decoder.Model, cache *kvcache.Cache, ids []int32) ([][]float32, error) {
 	var rows [][]float32
 	for i := range ids {
 		out, err := m.Forward(cache, ids[i:i+1], false)
@@ -390,4 +391,15 @@ func decodeEach(m *llama.Model, cache *kvcache.Causal, ids []int32) ([][]float32
 		rows = append(rows, out[0])
 	}
 	return rows, nil
+}
+
+// newCache makes a one-sequence cache of n tokens, closed with the test.
+func newCache(t testing.TB, m *decoder.Model, n int) *kvcache.Cache {
+	t.Helper()
+	c, err := m.NewCache(decoder.CacheOptions{Capacity: n})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
 }

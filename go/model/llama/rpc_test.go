@@ -70,7 +70,7 @@ func decodeOverRPC(t *testing.T) {
 		}
 		m.NoGraphReuse = !reuse
 		defer m.ReleaseGraph()
-		cache := m.NewCache(64)
+		cache := newCache(t, m, 64)
 		defer cache.Close()
 		rows, err := decodeEach(m, cache, ids)
 		if err != nil {

@@ -1,12 +1,17 @@
 // Package qwen3 is llama.cpp's dense "qwen3" architecture: the llama
 // decoder with per-head RMS norms of queries and keys (attn_q_norm,
-// attn_k_norm) and NeoX RoPE. The graph is package llama's.
+// attn_k_norm) and NeoX RoPE; and "qwen3moe", the same with a
+// mixture-of-experts feed-forward. The graph is package llama's.
 package qwen3
 
 import (
 	"ggmlrs/ml"
+	"ggmlrs/model/decoder"
 	"ggmlrs/model/llama"
 )
 
 // New reads a qwen3 model from a backend opened on its GGUF file.
-func New(b ml.Backend) (*llama.Model, error) { return llama.New(b, llama.Qwen3) }
+func New(b ml.Backend) (*decoder.Model, error) { return llama.New(b, llama.Qwen3) }
+
+// NewMoE reads a qwen3moe model.
+func NewMoE(b ml.Backend) (*decoder.Model, error) { return llama.New(b, llama.Qwen3MoE) }

@@ -7,6 +7,7 @@ import (
 
 	"ggmlrs/ml"
 	_ "ggmlrs/ml/backend"
+	"ggmlrs/ml/nn"
 	"ggmlrs/model/llama"
 	"ggmlrs/model/qwen3"
 )
@@ -30,7 +31,10 @@ func TestNew(t *testing.T) {
 		}
 		m, err := qwen3.New(b)
 		if v.Arch == "qwen3" {
-			if err != nil || !m.QKNorm || !m.NeoX {
+			if err != nil {
+				t.Fatalf("qwen3: %v", err)
+			}
+			if a := m.Blocks[0].Mixer.(*nn.Attention); a.QNorm == nil || a.KNorm == nil || len(a.RoPE.Options) == 0 {
 				t.Fatalf("qwen3: %v", err)
 			}
 		} else if err == nil {

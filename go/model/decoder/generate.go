@@ -1,4 +1,4 @@
-package llama
+package decoder
 
 import (
 	"errors"
@@ -79,7 +79,7 @@ type GenerateOptions struct {
 
 // Generate prefills prompt into cache (in batches), then decodes one token
 // at a time, calling emit with each new token; emit returning false stops.
-func (m *Model) Generate(cache *kvcache.Causal, prompt []int32, o GenerateOptions, emit func(int32) bool) (Stats, error) {
+func (m *Model) Generate(cache *kvcache.Cache, prompt []int32, o GenerateOptions, emit func(int32) bool) (Stats, error) {
 	var st Stats
 	if len(prompt) == 0 {
 		return st, errors.New(m.Arch + ": empty prompt")
@@ -97,15 +97,11 @@ func (m *Model) Generate(cache *kvcache.Causal, prompt []int32, o GenerateOption
 		o.Sampler = sample.New(sample.Options{})
 	}
 	start := time.Now()
-	var logits []float32
-	for i := 0; i < len(prompt); i += o.Batch {
-		end := min(i+o.Batch, len(prompt))
-		out, err := m.Forward(cache, prompt[i:end], false)
-		if err != nil {
-			return st, err
-		}
-		logits = out[0]
+	out, err := m.ForwardBatch(cache, []kvcache.Sequence{{Tokens: prompt}}, false, o.Batch)
+	if err != nil {
+		return st, err
 	}
+	logits := out[0][0]
 	st.PromptTokens = len(prompt)
 	st.Prefill = time.Since(start)
 	start = time.Now()
@@ -119,7 +115,7 @@ func (m *Model) Generate(cache *kvcache.Causal, prompt []int32, o GenerateOption
 		if emit != nil && !emit(tok) {
 			break
 		}
-		if o.MaxTokens > 0 && st.Generated >= o.MaxTokens || cache.Len() >= cache.Capacity() {
+		if o.MaxTokens > 0 && st.Generated >= o.MaxTokens || cache.Len(0) >= cache.Capacity() {
 			break
 		}
 		out, err := m.Forward(cache, []int32{tok}, false)

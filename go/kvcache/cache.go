@@ -1,0 +1,584 @@
+// Package kvcache holds what a decoder remembers of its sequences between
+// forward passes, over the ggmlrs/ml API: the keys and values of attention
+// layers (every token, or the last Window tokens for sliding-window
+// layers) and the states of recurrent layers (a short convolution's last
+// inputs and a gated delta-net's state matrix), for several sequences at
+// once.
+//
+// Attention layers share a pool of cells (one per cached token, any
+// sequence), like llama.cpp's unified KV cache: a batch's tokens take free
+// cells, Get returns views of the cells in use (rounded up to
+// CacheConfig.CachePadding) and a mask that lets each token see the cells
+// of its own sequence at its position or before (and, in a sliding-window
+// layer, fewer than Window positions back). Sliding-window layers have a
+// pool of their own, sized Window per sequence plus one batch: cells that
+// fall out of every future token's window are reused.
+//
+// Recurrent layers keep one state slot per sequence; a batch gathers its
+// sequences' states (Rows), and the layer writes the new states back
+// (SetRows). A recurrent state cannot be cut back to an earlier position:
+// Truncate fails for a model with recurrent layers unless it keeps the
+// whole sequence or forgets it, and a caller whose new prompt diverges from
+// the cached one re-prefills it (see Truncate).
+//
+// Use per batch: Prepare (host side: cells, slots, positions, masks), then
+// either StartForward (inputs of a new graph) or Reuse (the inputs of an
+// earlier graph of the same layout, rewritten in place), then the layers'
+// Put/Get and state calls while the graph is built, then Commit after a
+// successful compute or Rollback after a failed one.
+package kvcache
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"ggmlrs/ml"
+)
+
+// Kind is what a layer keeps.
+type Kind int
+
+const (
+	// None: the layer keeps nothing (e.g. a layer the model skips).
+	None Kind = iota
+	// Attention: keys and values of every token.
+	Attention
+	// SlidingWindow: keys and values of the last Config.Window positions.
+	SlidingWindow
+	// Recurrent: a convolution state and a delta-net state per sequence.
+	Recurrent
+)
+
+func (k Kind) String() string {
+	switch k {
+	case Attention:
+		return "attention"
+	case SlidingWindow:
+		return "sliding-window attention"
+	case Recurrent:
+		return "recurrent"
+	}
+	return "none"
+}
+
+// LayerSpec is one layer's kind and the shapes of what it keeps.
+type LayerSpec struct {
+	Kind Kind
+	// Attention kinds: per-head key and value sizes and key/value heads.
+	KeyDim, ValueDim, KVHeads int
+	// Recurrent: the convolution state is [ConvWidth-1, ConvChannels] and
+	// the delta-net state [StateSize, StateSize, StateHeads] (F32) per
+	// sequence.
+	ConvWidth, ConvChannels int
+	StateSize, StateHeads   int
+}
+
+// Config describes a cache.
+type Config struct {
+	Layers []LayerSpec
+	// Capacity is the number of tokens the attention layers hold, all
+	// sequences together (llama.cpp's n_ctx), rounded up to the backend's
+	// padding.
+	Capacity int
+	// Sequences is the number of sequences held at once (default 1).
+	Sequences int
+	// Window is the sliding window in positions of SlidingWindow layers: a
+	// token sees the cells of its sequence fewer than Window positions
+	// back (itself included).
+	Window int
+	// MaxBatch is the largest batch (in tokens) that will be computed; it
+	// sizes the sliding-window pool (default 512).
+	MaxBatch int
+	// DType is the type of stored keys and values (default F16).
+	DType ml.DType
+}
+
+// Cache is a multi-sequence cache for a decoder's layers. It is not safe
+// for concurrent use; a decoder may compute several caches concurrently.
+type Cache struct {
+	b      ml.Backend
+	cfg    Config
+	config ml.CacheConfig
+
+	full, swa *pool // nil when no layer of that kind
+	rec       *recurrent
+	poolOf    []*pool // per layer (nil for recurrent / none)
+
+	lens map[int]int // sequence -> tokens held (its next position)
+	gen  int         // counts Resets, removals and closes (graph reuse)
+
+	// The prepared batch.
+	ub       *Ubatch
+	pos      []int32
+	prepared bool
+	closed   bool
+}
+
+// ErrNoRoom is returned by Prepare when a batch does not fit.
+var ErrNoRoom = errors.New("kvcache: the batch does not fit the cache")
+
+// New allocates a cache (its tensors live in the layers' contexts, so on
+// their devices, and count as their Cache memory).
+func New(b ml.Backend, cfg Config) (*Cache, error) {
+	c := &Cache{b: b, cfg: cfg, config: ml.CacheConfig{CachePadding: 1}, lens: map[int]int{}}
+	if bc, ok := b.(ml.BackendCacheConfig); ok {
+		c.config = bc.CacheConfig()
+	}
+	if c.config.CachePadding < 1 {
+		c.config.CachePadding = 1
+	}
+	if c.config.MaskDType == ml.DTypeOther {
+		c.config.MaskDType = ml.DTypeF32
+	}
+	if c.cfg.Sequences <= 0 {
+		c.cfg.Sequences = 1
+	}
+	if c.cfg.MaxBatch <= 0 {
+		c.cfg.MaxBatch = 512
+	}
+	if c.cfg.DType == ml.DTypeOther {
+		c.cfg.DType = ml.DTypeF16
+	}
+	if c.cfg.Capacity <= 0 {
+		return nil, fmt.Errorf("kvcache: capacity %d must be positive", c.cfg.Capacity)
+	}
+	c.poolOf = make([]*pool, len(cfg.Layers))
+	var full, swa, rec []int
+	for i, l := range cfg.Layers {
+		switch l.Kind {
+		case Attention, SlidingWindow:
+			if l.KeyDim <= 0 || l.ValueDim <= 0 || l.KVHeads <= 0 {
+				return nil, fmt.Errorf("kvcache: layer %d: key dim %d, value dim %d and key/value heads %d must be positive", i, l.KeyDim, l.ValueDim, l.KVHeads)
+			}
+			if l.Kind == Attention {
+				full = append(full, i)
+			} else {
+				swa = append(swa, i)
+			}
+		case Recurrent:
+			if l.ConvWidth < 2 || l.ConvChannels <= 0 || l.StateSize <= 0 || l.StateHeads <= 0 {
+				return nil, fmt.Errorf("kvcache: layer %d: recurrent state shapes must be positive (conv width >= 2): %+v", i, l)
+			}
+			rec = append(rec, i)
+		case None:
+		default:
+			return nil, fmt.Errorf("kvcache: layer %d: unknown kind %d", i, l.Kind)
+		}
+	}
+	pad := c.config.CachePadding
+	var err error
+	defer func() {
+		if err != nil {
+			c.Close()
+		}
+	}()
+	if len(full) > 0 {
+		if c.full, err = c.newPool(roundUp(c.cfg.Capacity, pad), 0, full); err != nil {
+			return nil, err
+		}
+	}
+	if len(swa) > 0 {
+		if c.cfg.Window <= 0 {
+			err = fmt.Errorf("kvcache: sliding-window layers need a positive window, got %d", c.cfg.Window)
+			return nil, err
+		}
+		size := min(roundUp(c.cfg.Window*c.cfg.Sequences+c.cfg.MaxBatch, pad), roundUp(c.cfg.Capacity, pad))
+		if c.swa, err = c.newPool(size, c.cfg.Window, swa); err != nil {
+			return nil, err
+		}
+	}
+	if len(rec) > 0 {
+		if c.rec, err = c.newRecurrent(rec); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+func roundUp(n, m int) int { return (n + m - 1) / m * m }
+
+// Capacity is the number of tokens the attention layers hold (all
+// sequences together).
+func (c *Cache) Capacity() int {
+	if c.full != nil {
+		return c.full.size
+	}
+	return roundUp(c.cfg.Capacity, c.config.CachePadding)
+}
+
+// Sequences is the number of sequences the cache holds at once.
+func (c *Cache) Sequences() int { return c.cfg.Sequences }
+
+// Recurrent reports whether some layer keeps a recurrent state.
+func (c *Cache) Recurrent() bool { return c.rec != nil }
+
+// Len is the number of tokens held for sequence seq (its next position).
+func (c *Cache) Len(seq int) int { return c.lens[seq] }
+
+// Seqs lists the sequences the cache holds, in increasing order.
+func (c *Cache) Seqs() []int {
+	out := make([]int, 0, len(c.lens))
+	for s := range c.lens {
+		out = append(out, s)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Reset forgets every sequence (the memory is kept).
+func (c *Cache) Reset() {
+	c.abandon()
+	for _, p := range c.pools() {
+		p.clear()
+	}
+	if c.rec != nil {
+		c.rec.clear()
+	}
+	clear(c.lens)
+	c.gen++
+}
+
+// Remove forgets sequence seq.
+func (c *Cache) Remove(seq int) {
+	c.abandon()
+	for _, p := range c.pools() {
+		p.remove(seq, 0)
+	}
+	if c.rec != nil {
+		c.rec.release(seq)
+	}
+	delete(c.lens, seq)
+	c.gen++
+}
+
+// ErrTruncate is returned by Truncate when the cache cannot keep a prefix.
+var ErrTruncate = errors.New("kvcache: the cache cannot be cut back to an earlier position")
+
+// CanTruncate reports whether Truncate can keep any prefix of a sequence:
+// false when a layer keeps a recurrent state (it holds the sequence's
+// history folded into one state) or a sliding window (it has dropped the
+// cells older than the window).
+func (c *Cache) CanTruncate() bool { return c.rec == nil && c.swa == nil }
+
+// Truncate keeps the first n tokens of sequence seq and forgets the rest.
+// It fails with ErrTruncate, changing nothing, when the cache cannot do
+// that (see CanTruncate) and n is neither 0 (which forgets the sequence)
+// nor its whole length: the rule for a prompt that diverges from the
+// cached one is then to forget the sequence and prefill the prompt again.
+func (c *Cache) Truncate(seq, n int) error {
+	have := c.lens[seq]
+	switch {
+	case n < 0:
+		return fmt.Errorf("kvcache: truncate to %d tokens", n)
+	case n >= have:
+		return nil
+	case n == 0:
+		c.Remove(seq)
+		return nil
+	case !c.CanTruncate():
+		return ErrTruncate
+	}
+	c.abandon()
+	for _, p := range c.pools() {
+		p.remove(seq, n)
+	}
+	c.lens[seq] = n
+	c.gen++
+	return nil
+}
+
+// Close frees the cache's tensors.
+func (c *Cache) Close() {
+	if c.closed {
+		return
+	}
+	c.closed = true
+	c.gen++
+	for _, p := range c.pools() {
+		p.close()
+	}
+	if c.rec != nil {
+		c.rec.close()
+	}
+}
+
+func (c *Cache) pools() []*pool {
+	var ps []*pool
+	if c.full != nil {
+		ps = append(ps, c.full)
+	}
+	if c.swa != nil {
+		ps = append(ps, c.swa)
+	}
+	return ps
+}
+
+// Prepare takes cells (and state slots) for ubatch u, whose tokens follow
+// what the cache holds of each sequence. It changes nothing visible until
+// Commit; Rollback undoes it.
+func (c *Cache) Prepare(u *Ubatch) error {
+	if c.closed {
+		return errors.New("kvcache: the cache is closed")
+	}
+	if err := u.Validate(); err != nil {
+		return err
+	}
+	if c.rec != nil && !u.Equal {
+		return fmt.Errorf("kvcache: a model with recurrent layers needs batches with as many tokens of every sequence")
+	}
+	c.abandon()
+	newSeqs := 0
+	for _, s := range u.Seqs {
+		if _, ok := c.lens[s]; !ok {
+			newSeqs++
+		}
+	}
+	if len(c.lens)+newSeqs > c.cfg.Sequences {
+		return fmt.Errorf("kvcache: %d sequences would exceed the %d the cache holds", len(c.lens)+newSeqs, c.cfg.Sequences)
+	}
+	c.pos = c.pos[:0]
+	for i, s := range u.Seqs {
+		p0 := c.lens[s]
+		for j := 0; j < u.Counts[i]; j++ {
+			c.pos = append(c.pos, int32(p0+j))
+		}
+	}
+	seqOf := u.SeqOf()
+	done := []*pool{}
+	for _, p := range c.pools() {
+		if err := p.prepare(u, seqOf, c.pos, c.config.CachePadding); err != nil {
+			for _, q := range done {
+				q.rollback()
+			}
+			if errors.Is(err, ErrNoRoom) {
+				return fmt.Errorf("%w: %d tokens, %d of %d cells free (-ctx)", ErrNoRoom, u.Len(), p.free(), p.size)
+			}
+			return err
+		}
+		done = append(done, p)
+	}
+	if c.rec != nil {
+		c.rec.prepare(u)
+	}
+	c.ub = u
+	c.prepared = true
+	return nil
+}
+
+// abandon drops a prepared batch that was neither committed nor rolled back.
+func (c *Cache) abandon() {
+	if c.prepared {
+		c.Rollback()
+	}
+}
+
+// Positions are the positions of the prepared batch's tokens (valid until
+// the next Prepare).
+func (c *Cache) Positions() []int32 { return c.pos }
+
+// StartForward makes the prepared batch's inputs (slots, masks, state
+// slots) in ctx's input context, for a graph to be built.
+func (c *Cache) StartForward(ctx ml.Context) {
+	in := ctx.Input()
+	n := c.ub.Len()
+	for _, p := range c.pools() {
+		p.locT = in.FromInts(p.loc, n)
+		p.maskIn = in.FromFloats(p.mask, p.histLen, n)
+		p.maskT = p.maskIn
+		if c.config.MaskDType != ml.DTypeF32 {
+			p.maskT = p.maskT.Cast(ctx, c.config.MaskDType)
+		}
+	}
+	if c.rec != nil {
+		c.rec.inputs(in)
+	}
+}
+
+// Window identifies the layout of the prepared batch (the composition of
+// the batch, each pool's history length, the cache's generation) and holds
+// the input tensors of the graph built for it.
+type Window struct {
+	gen       int
+	seqs      []int
+	counts    []int
+	histLens  [2]int
+	fresh     bool
+	loc, mask [2]ml.Tensor
+	recIDs    ml.Tensor
+	recKeep   ml.Tensor
+}
+
+// Window is the prepared batch's window (after StartForward).
+func (c *Cache) Window() Window {
+	w := Window{gen: c.gen, seqs: slices.Clone(c.ub.Seqs), counts: slices.Clone(c.ub.Counts)}
+	for i, p := range []*pool{c.full, c.swa} {
+		if p != nil {
+			w.histLens[i], w.loc[i], w.mask[i] = p.histLen, p.locT, p.maskIn
+		}
+	}
+	if c.rec != nil {
+		w.fresh, w.recIDs, w.recKeep = c.rec.anyFresh, c.rec.idsT, c.rec.keepT
+	}
+	return w
+}
+
+// Reuse checks whether the prepared batch has the layout of window w (so
+// the graph built for w computes it correctly) and, if so, writes the
+// batch's inputs into w's input tensors and returns true; the caller then
+// rewrites its own inputs (tokens, positions), computes that graph and
+// calls Commit. Otherwise it changes nothing and returns false.
+func (c *Cache) Reuse(w Window) bool {
+	if !c.prepared || w.gen != c.gen || !slices.Equal(w.seqs, c.ub.Seqs) || !slices.Equal(w.counts, c.ub.Counts) {
+		return false
+	}
+	for i, p := range []*pool{c.full, c.swa} {
+		if p != nil && (p.histLen != w.histLens[i] || w.loc[i] == nil) {
+			return false
+		}
+	}
+	if c.rec != nil && (c.rec.anyFresh != w.fresh || w.recIDs == nil) {
+		return false
+	}
+	for i, p := range []*pool{c.full, c.swa} {
+		if p != nil {
+			w.loc[i].FromInts(p.loc)
+			w.mask[i].FromFloats(p.mask)
+		}
+	}
+	if c.rec != nil {
+		w.recIDs.FromInts(c.rec.ids)
+		if w.recKeep != nil {
+			w.recKeep.FromFloats(c.rec.keep)
+		}
+	}
+	return true
+}
+
+// Commit counts the prepared batch as stored.
+func (c *Cache) Commit() {
+	if !c.prepared {
+		return
+	}
+	for _, p := range c.pools() {
+		p.commit()
+	}
+	if c.rec != nil {
+		c.rec.commit()
+	}
+	for i, s := range c.ub.Seqs {
+		c.lens[s] += c.ub.Counts[i]
+	}
+	c.prepared = false
+}
+
+// Rollback undoes Prepare after a failed compute. Attention cells taken
+// for the batch are freed; recurrent states and sliding-window cells the
+// failed graph may have overwritten cannot be restored, so the batch's
+// sequences are then forgotten (a caller prefills them again).
+func (c *Cache) Rollback() {
+	if !c.prepared {
+		return
+	}
+	c.prepared = false
+	for _, p := range c.pools() {
+		p.rollback()
+	}
+	if c.rec != nil {
+		c.rec.rollback()
+	}
+	if c.rec != nil || c.swa != nil {
+		for _, s := range c.ub.Seqs {
+			if _, ok := c.lens[s]; ok {
+				c.Remove(s)
+			}
+		}
+	}
+}
+
+// ---- per-layer calls while a graph is built ---------------------------------
+
+func (c *Cache) attnPool(layer int) *pool {
+	if layer < 0 || layer >= len(c.poolOf) || c.poolOf[layer] == nil {
+		panic(fmt.Errorf("kvcache: layer %d keeps no keys and values", layer))
+	}
+	if !c.prepared {
+		panic(errors.New("kvcache: no batch prepared"))
+	}
+	return c.poolOf[layer]
+}
+
+// Put writes the batch's keys [keyDim, kvHeads, n] and values [valueDim,
+// kvHeads, n] of layer into the cache.
+func (c *Cache) Put(ctx ml.Context, layer int, key, value ml.Tensor) {
+	p := c.attnPool(layer)
+	spec := c.cfg.Layers[layer]
+	n := c.ub.Len()
+	kd, kvh, vd := spec.KeyDim, spec.KVHeads, spec.ValueDim
+	if key.Dim(0) != kd || key.Dim(1) != kvh || key.Dim(2) != n || value.Dim(0) != vd || value.Dim(1) != kvh || value.Dim(2) != n {
+		panic(fmt.Errorf("kvcache: layer %d: keys %v and values %v, want [%d %d %d] and [%d %d %d]",
+			layer, key.Shape(), value.Shape(), kd, kvh, n, vd, kvh, n))
+	}
+	kc := p.keys[layer].Reshape(ctx, kd*kvh, p.size)
+	ctx.Forward(kc.SetRows(ctx, key.Reshape(ctx, kd*kvh, n), p.locT))
+	if c.config.PermutedV {
+		// Each value element is a one-element row of [1, size, vd*kvh].
+		v := value.Reshape(ctx, vd*kvh, 1, n).Permute(ctx, 2, 0, 1, 3)
+		vc := p.values[layer].Reshape(ctx, 1, p.size, vd*kvh)
+		ctx.Forward(vc.SetRows(ctx, v, p.locT))
+	} else {
+		vc := p.values[layer].Reshape(ctx, vd*kvh, p.size)
+		ctx.Forward(vc.SetRows(ctx, value.Reshape(ctx, vd*kvh, n), p.locT))
+	}
+}
+
+// Get returns views of layer's cells in use (padded): keys [keyDim,
+// kvHeads, len], values [valueDim, kvHeads, len] (or [len, valueDim,
+// kvHeads] when the backend asks for PermutedV), and the batch's mask
+// [len, n] for this layer's kind.
+func (c *Cache) Get(ctx ml.Context, layer int) (key, value, mask ml.Tensor) {
+	p := c.attnPool(layer)
+	k, v := p.keys[layer], p.values[layer]
+	key = k.View(ctx, 0, k.Dim(0), k.Stride(1), k.Dim(1), k.Stride(2), p.histLen)
+	if c.config.PermutedV {
+		value = v.View(ctx, 0, p.histLen, v.Stride(1), v.Dim(1), v.Stride(2), v.Dim(2))
+	} else {
+		value = v.View(ctx, 0, v.Dim(0), v.Stride(1), v.Dim(1), v.Stride(2), p.histLen)
+	}
+	return key, value, p.maskT
+}
+
+// ConvState is layer's convolution state for the batch's sequences:
+// [convWidth-1, channels, sequences] (zero for a sequence's first batch).
+func (c *Cache) ConvState(ctx ml.Context, layer int) ml.Tensor {
+	return c.recurrentOf(layer).get(ctx, layer, 0)
+}
+
+// SetConvState stores the batch's new convolution states [convWidth-1,
+// channels, sequences] of layer.
+func (c *Cache) SetConvState(ctx ml.Context, layer int, state ml.Tensor) {
+	c.recurrentOf(layer).set(ctx, layer, 0, state)
+}
+
+// DeltaState is layer's delta-net state for the batch's sequences:
+// [stateSize, stateSize, heads, sequences] (zero for a sequence's first
+// batch).
+func (c *Cache) DeltaState(ctx ml.Context, layer int) ml.Tensor {
+	return c.recurrentOf(layer).get(ctx, layer, 1)
+}
+
+// SetDeltaState stores the batch's new delta-net states [stateSize,
+// stateSize, heads, sequences] of layer.
+func (c *Cache) SetDeltaState(ctx ml.Context, layer int, state ml.Tensor) {
+	c.recurrentOf(layer).set(ctx, layer, 1, state)
+}
+
+func (c *Cache) recurrentOf(layer int) *recurrent {
+	if c.rec == nil || layer < 0 || layer >= len(c.cfg.Layers) || c.cfg.Layers[layer].Kind != Recurrent {
+		panic(fmt.Errorf("kvcache: layer %d keeps no recurrent state", layer))
+	}
+	if !c.prepared {
+		panic(errors.New("kvcache: no batch prepared"))
+	}
+	return c.rec
+}

@@ -1,0 +1,96 @@
+package nn
+
+import (
+	"fmt"
+	"math"
+
+	"ggmlrs/ml"
+	"ggmlrs/ml/nn/rope"
+)
+
+// RoPE is a rotary position embedding: the first Dim values of each head
+// are rotated (Dim below the head size is partial rotary), with the mode,
+// YaRN and multi-section settings in Options.
+type RoPE struct {
+	Dim         int
+	Base, Scale float32
+	Options     []func(*rope.Options)
+}
+
+type roper interface {
+	RoPE(ctx ml.Context, positions ml.Tensor, ropeDim int, ropeBase, ropeScale float32, options ...func(*rope.Options)) ml.Tensor
+}
+
+// Apply rotates t [headDim, heads, n] by the positions.
+func (r RoPE) Apply(ctx ml.Context, t, positions ml.Tensor) ml.Tensor {
+	rp, ok := t.(roper)
+	if !ok {
+		panic(fmt.Errorf("nn: the backend's tensors have no RoPE"))
+	}
+	return rp.RoPE(ctx, positions, r.Dim, r.Base, r.Scale, r.Options...)
+}
+
+// Attention is multi-head attention with grouped key/value heads over a
+// cache (llama.cpp's build_qkv + build_attn), with the options the
+// supported architectures use:
+//   - Q, K, V and Output projections, each with an optional bias (gpt-oss);
+//   - GatedQ: the Q projection yields 2·HeadDim values per head, the
+//     query and then an output gate: the attention output is multiplied by
+//     sigmoid(gate) before Output (Qwen3-Next, Qwen3.5);
+//   - QNorm, KNorm: per-head RMS norms of queries and keys (Qwen3 family);
+//   - RoPE of the first RoPE.Dim values of each head;
+//   - Sinks: one attention-sink logit per head (gpt-oss);
+//   - the cache's mask decides causality and any sliding window.
+type Attention struct {
+	Q, K, V, Output Linear
+	QNorm, KNorm    ml.Tensor
+	Sinks           ml.Tensor
+
+	Heads, KVHeads, HeadDim int
+	GatedQ                  bool
+	NormEps                 float32
+	// Scale multiplies the query·key products; 0 means 1/√HeadDim.
+	Scale float64
+	RoPE  RoPE
+}
+
+// Forward maps the normed hidden states x [d, n] of a batch to the
+// attention block's output [d, n], storing the batch's keys and values in
+// the cache as layer.
+func (a *Attention) Forward(ctx ml.Context, x ml.Tensor, b *Batch, layer int) ml.Tensor {
+	n, hd := b.Tokens, a.HeadDim
+	var q, gate ml.Tensor
+	if a.GatedQ {
+		qg := a.Q.Forward(ctx, x).Reshape(ctx, 2*hd, a.Heads, n)
+		q = qg.View(ctx, 0, hd, qg.Stride(1), a.Heads, qg.Stride(2), n)
+		gate = qg.View(ctx, hd*qg.Stride(0), hd, qg.Stride(1), a.Heads, qg.Stride(2), n)
+	} else {
+		q = a.Q.Forward(ctx, x).Reshape(ctx, hd, a.Heads, n)
+	}
+	k := a.K.Forward(ctx, x).Reshape(ctx, hd, a.KVHeads, n)
+	v := a.V.Forward(ctx, x).Reshape(ctx, hd, a.KVHeads, n)
+	if a.QNorm != nil {
+		q = q.RMSNorm(ctx, a.QNorm, a.NormEps)
+	}
+	if a.KNorm != nil {
+		k = k.RMSNorm(ctx, a.KNorm, a.NormEps)
+	}
+	q = a.RoPE.Apply(ctx, q, b.Positions)
+	k = a.RoPE.Apply(ctx, k, b.Positions)
+
+	b.Cache.Put(ctx, layer, k, v)
+	kc, vc, mask := b.Cache.Get(ctx, layer)
+	scale := a.Scale
+	if scale == 0 {
+		scale = 1 / math.Sqrt(float64(hd))
+	}
+	sdpa, ok := q.(ml.ScaledDotProductAttention)
+	if !ok {
+		panic(fmt.Errorf("nn: the backend's tensors have no ScaledDotProductAttention"))
+	}
+	out := sdpa.ScaledDotProductAttention(ctx, kc, vc, mask, a.Sinks, nil, scale, true).Reshape(ctx, hd*a.Heads, n)
+	if gate != nil {
+		out = out.Mul(ctx, gate.Contiguous(ctx, hd*a.Heads, n).Sigmoid(ctx))
+	}
+	return a.Output.Forward(ctx, out)
+}

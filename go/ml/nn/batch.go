@@ -1,0 +1,64 @@
+// Package nn holds the building blocks that decoder models are made of,
+// over the ggmlrs/ml API: linear layers, gated attention with its options
+// (Q/K norms, partial and multi-section RoPE, sinks, sliding windows), the
+// dense and mixture-of-experts feed-forward networks, and the gated
+// delta-net layer of the hybrid architectures (fused or from primitives).
+// Each block mirrors one of llama.cpp's llm_graph_context helpers
+// (build_attn, build_ffn, build_moe_ffn, the delta-net base), so a model
+// file composes them the way llama.cpp's src/models/*.cpp do and a fix
+// lands once.
+package nn
+
+import "ggmlrs/ml"
+
+// KVCache is what attention needs of a cache (kvcache.Cache).
+type KVCache interface {
+	// Put stores the batch's keys [keyDim, kvHeads, n] and values
+	// [valueDim, kvHeads, n] of layer.
+	Put(ctx ml.Context, layer int, key, value ml.Tensor)
+	// Get returns the layer's cached keys and values (the batch's
+	// included) and the batch's attention mask.
+	Get(ctx ml.Context, layer int) (key, value, mask ml.Tensor)
+}
+
+// RecurrentCache is what a delta-net layer needs of a cache.
+type RecurrentCache interface {
+	// ConvState is [convWidth-1, channels, sequences].
+	ConvState(ctx ml.Context, layer int) ml.Tensor
+	SetConvState(ctx ml.Context, layer int, state ml.Tensor)
+	// DeltaState is [stateSize, stateSize, heads, sequences].
+	DeltaState(ctx ml.Context, layer int) ml.Tensor
+	SetDeltaState(ctx ml.Context, layer int, state ml.Tensor)
+}
+
+// Cache is a cache for both kinds of layers.
+type Cache interface {
+	KVCache
+	RecurrentCache
+}
+
+// Batch is what a layer needs to know of the batch in the graph being
+// built.
+type Batch struct {
+	// Positions of the tokens: I32 [n] (or [4n] for multi-section RoPE).
+	Positions ml.Tensor
+	// Tokens is n; the tokens are sequence-major, Seqs sequences of
+	// SeqTokens tokens each when the batch is equal (as recurrent layers
+	// need; SeqTokens·Seqs = Tokens), else Seqs is 0.
+	Tokens, Seqs, SeqTokens int
+	Cache                   Cache
+}
+
+// Linear is a weight [in, out] (ggml order) with an optional bias [out].
+type Linear struct {
+	Weight, Bias ml.Tensor
+}
+
+// Forward is Weight·x (+ Bias): x [in, ...] → [out, ...].
+func (l Linear) Forward(ctx ml.Context, x ml.Tensor) ml.Tensor {
+	y := l.Weight.Mulmat(ctx, x)
+	if l.Bias != nil {
+		y = y.Add(ctx, l.Bias)
+	}
+	return y
+}

@@ -1,0 +1,129 @@
+package nn
+
+import "ggmlrs/ml"
+
+// Gating turns the router's logits into expert probabilities.
+type Gating int
+
+const (
+	// GatingSoftmax: softmax over all experts, then the top k
+	// (Qwen3-MoE, Qwen3-Next, Qwen3.5-MoE).
+	GatingSoftmax Gating = iota
+	// GatingSigmoid: an independent sigmoid per expert.
+	GatingSigmoid
+	// GatingSoftmaxWeight: the top k by raw logit, then a softmax over
+	// those k only (gpt-oss).
+	GatingSoftmaxWeight
+)
+
+// MoE is a mixture-of-experts feed-forward network (llama.cpp's
+// build_moe_ffn), with an optional shared expert (Qwen3-Next's, gated by
+// sigmoid(SharedGate·x)):
+//
+//	p = gating(Router·x (+ RouterBias));  e = top Used experts by p
+//	w = p[e] (normalised to sum 1 with NormWeights; times WeightScale)
+//	out = Σ_i w_i · Down_e_i(act(Gate_e_i·x (+b), Up_e_i·x (+b))) (+b)
+//	    (+ sigmoid(SharedGate·x) · Shared(x))
+//
+// Expert weights are 3-D: Gate and Up [d, ff, Experts], Down [ff, d,
+// Experts]; GateUp [d, 2·ff, Experts] replaces Gate and Up in models that
+// merge them (the first ff rows of each expert are the gate). The biases
+// (gpt-oss) are [ff or d, Experts].
+type MoE struct {
+	Router                 Linear
+	Gate, Up, Down, GateUp ml.Tensor
+	GateBias, UpBias       ml.Tensor
+	DownBias, GateUpBias   ml.Tensor
+	Experts, Used          int
+	Gating                 Gating
+	NormWeights            bool
+	WeightScale            float32
+	// OAI selects gpt-oss's clamped SwiGLU, with Alpha and Limit, instead
+	// of SiLU(gate)·up.
+	OAI          bool
+	Alpha, Limit float32
+
+	Shared     *FFN
+	SharedGate ml.Tensor // [d]: the shared expert's sigmoid gate
+}
+
+// normClamp is the smallest sum of the kept weights that NormWeights
+// divides by (the smallest normal F16, as llama.cpp).
+const normClamp = 6.103515625e-5
+
+// Forward maps x [d, n] to [d, n].
+func (m *MoE) Forward(ctx ml.Context, x ml.Tensor) ml.Tensor {
+	d, n, k := x.Dim(0), x.Dim(1), m.Used
+	logits := m.Router.Forward(ctx, x) // [experts, n]
+	var probs ml.Tensor
+	switch m.Gating {
+	case GatingSigmoid:
+		probs = logits.Sigmoid(ctx)
+	case GatingSoftmaxWeight:
+		probs = logits
+	default:
+		probs = logits.Softmax(ctx)
+	}
+	selected := probs.TopK(ctx, k)                               // [k, n]
+	w := probs.Reshape(ctx, 1, m.Experts, n).Rows(ctx, selected) // [1, k, n]
+	if m.Gating == GatingSoftmaxWeight {
+		w = w.Reshape(ctx, k, n).Softmax(ctx).Reshape(ctx, 1, k, n)
+	}
+	if m.NormWeights {
+		w2 := w.Reshape(ctx, k, n)
+		sum := w2.SumRows(ctx).Clamp(ctx, normClamp, float32(inf))
+		w = w2.Div(ctx, sum).Reshape(ctx, 1, k, n)
+	}
+	if m.WeightScale != 0 && m.WeightScale != 1 {
+		w = w.Scale(ctx, float64(m.WeightScale))
+	}
+
+	xe := x.Reshape(ctx, d, 1, n)
+	var gate, up ml.Tensor
+	if m.GateUp != nil {
+		gu := m.GateUp.MulmatID(ctx, xe, selected) // [2ff, k, n]
+		if m.GateUpBias != nil {
+			gu = gu.AddID(ctx, m.GateUpBias, selected)
+		}
+		ff := gu.Dim(0) / 2
+		gate = gu.View(ctx, 0, ff, gu.Stride(1), k, gu.Stride(2), n)
+		up = gu.View(ctx, ff*gu.Stride(0), ff, gu.Stride(1), k, gu.Stride(2), n)
+	} else {
+		up = m.Up.MulmatID(ctx, xe, selected) // [ff, k, n]
+		if m.UpBias != nil {
+			up = up.AddID(ctx, m.UpBias, selected)
+		}
+		gate = m.Gate.MulmatID(ctx, xe, selected)
+		if m.GateBias != nil {
+			gate = gate.AddID(ctx, m.GateBias, selected)
+		}
+	}
+	var h ml.Tensor
+	if m.OAI {
+		h = gate.SILUAlphaLimit(ctx, up, m.Alpha, m.Limit)
+	} else {
+		h = gate.SILU(ctx, up)
+	}
+	experts := m.Down.MulmatID(ctx, h, selected) // [d, k, n]
+	if m.DownBias != nil {
+		experts = experts.AddID(ctx, m.DownBias, selected)
+	}
+	experts = experts.Mul(ctx, w)
+
+	// Sum the k experts in order, as llama.cpp does (views, then adds).
+	out := experts.View(ctx, 0, d, experts.Stride(2), n)
+	for i := 1; i < k; i++ {
+		out = out.Add(ctx, experts.View(ctx, i*experts.Stride(1), d, experts.Stride(2), n))
+	}
+	if k == 1 {
+		out = out.Contiguous(ctx)
+	}
+	if m.Shared != nil {
+		s := m.Shared.Forward(ctx, x)
+		if m.SharedGate != nil {
+			s = s.Mul(ctx, m.SharedGate.Mulmat(ctx, x).Sigmoid(ctx))
+		}
+		out = out.Add(ctx, s)
+	}
+	return out
+}

@@ -1,0 +1,335 @@
+// Package decoder is the runtime shared by the decoder-only text models
+// (llama, qwen3, qwen3moe, gpt-oss, qwen3next, qwen35, qwen35moe): token
+// embeddings, a stack of pre-norm blocks (a mixer — attention or a
+// recurrent delta-net — and a feed-forward network, each with a residual),
+// the output norm and head; batching of several sequences (split into
+// ubatches the way llama.cpp does), keeping only the rows whose logits are
+// wanted after the last mixer, and reusing a decode step's graph.
+//
+// An architecture package reads its hyperparameters and weights and fills
+// a Model with blocks made of ml/nn's parts; this package runs it.
+package decoder
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	"ggmlrs/kvcache"
+	"ggmlrs/ml"
+	"ggmlrs/ml/nn"
+)
+
+// Mixer is a block's token-mixing part: *nn.Attention or *nn.DeltaNet.
+type Mixer interface {
+	Forward(ctx ml.Context, x ml.Tensor, b *nn.Batch, layer int) ml.Tensor
+}
+
+// FFN is a block's feed-forward part: *nn.FFN or *nn.MoE.
+type FFN interface {
+	Forward(ctx ml.Context, x ml.Tensor) ml.Tensor
+}
+
+// Block is one layer: x += Mixer(rmsnorm(x)·AttnNorm); x +=
+// FFN(rmsnorm(x)·FFNNorm). Cache says what the layer keeps.
+type Block struct {
+	AttnNorm ml.Tensor
+	Mixer    Mixer
+	FFNNorm  ml.Tensor
+	FFN      FFN
+	Cache    kvcache.LayerSpec
+}
+
+// Model is a decoder ready to run.
+type Model struct {
+	Arch           string
+	Hidden, Vocab  int
+	Context        int     // the context length the model was trained for
+	Eps            float32 // RMS norm epsilon of the block and output norms
+	TokEmb         ml.Tensor
+	OutNorm        ml.Tensor
+	Output         ml.Tensor // the output head (the embeddings when tied)
+	Blocks         []Block
+	Window         int  // sliding window of SlidingWindow layers
+	MultiPositions bool // positions are 4 rows (multi-section RoPE)
+
+	// NoGraphReuse rebuilds every decode step's graph (for tests and
+	// comparisons); by default a step of one token per sequence whose cache
+	// layout is unchanged recomputes the previous step's graph with new
+	// inputs, as llama.cpp does.
+	NoGraphReuse bool
+
+	b ml.Backend
+	// mu guards last and makes compute+read of one forward atomic: outputs
+	// live in the backend's shared compute buffers until its next compute,
+	// and Forward may run concurrently on other caches.
+	mu   sync.Mutex
+	last *stepGraph
+}
+
+// New makes a model over backend b (the architecture package fills the
+// rest of the fields before use).
+func New(b ml.Backend, arch string) *Model { return &Model{b: b, Arch: arch} }
+
+// Backend is the model's backend.
+func (m *Model) Backend() ml.Backend { return m.b }
+
+// Recurrent reports whether some layer keeps a recurrent state.
+func (m *Model) Recurrent() bool {
+	for _, bl := range m.Blocks {
+		if bl.Cache.Kind == kvcache.Recurrent {
+			return true
+		}
+	}
+	return false
+}
+
+// CacheOptions size a cache.
+type CacheOptions struct {
+	Capacity  int // tokens of all sequences together (attention layers)
+	Sequences int // sequences held at once (default 1)
+	MaxBatch  int // the largest ubatch that will be computed (default 512)
+}
+
+// NewCache makes a cache for the model.
+func (m *Model) NewCache(o CacheOptions) (*kvcache.Cache, error) {
+	specs := make([]kvcache.LayerSpec, len(m.Blocks))
+	for i, bl := range m.Blocks {
+		specs[i] = bl.Cache
+	}
+	return kvcache.New(m.b, kvcache.Config{Layers: specs, Capacity: o.Capacity, Sequences: o.Sequences,
+		Window: m.Window, MaxBatch: o.MaxBatch})
+}
+
+// stepGraph is a computed decode-step graph kept for the next step.
+type stepGraph struct {
+	ctx      ml.Context
+	cache    *kvcache.Cache
+	window   kvcache.Window
+	tok, pos ml.Tensor
+	out      ml.Tensor
+}
+
+// ReleaseGraph frees the graph kept for the next decode step (Generate
+// does this when it ends; callers of Forward do it when they are done).
+func (m *Model) ReleaseGraph() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.dropGraph()
+}
+
+func (m *Model) dropGraph() {
+	if m.last != nil {
+		m.last.ctx.Close()
+		m.last = nil
+	}
+}
+
+// Forward runs tokens of sequence 0 (which follow those the cache holds
+// of it) through the model in ubatches of at most 512 tokens and returns
+// the logits of every token (all) or of the last one only: a row of Vocab
+// values each.
+func (m *Model) Forward(cache *kvcache.Cache, tokens []int32, all bool) ([][]float32, error) {
+	out, err := m.ForwardBatch(cache, []kvcache.Sequence{{Seq: 0, Tokens: tokens}}, all, 512)
+	if err != nil {
+		return nil, err
+	}
+	return out[0], nil
+}
+
+// ForwardBatch runs a batch of sequences' tokens through the model, in
+// ubatches of at most maxBatch tokens (cut as llama.cpp's split_equal when
+// the model has recurrent layers, else split_simple), and returns per
+// sequence the logits of its every token (all) or of its last one.
+func (m *Model) ForwardBatch(cache *kvcache.Cache, batch []kvcache.Sequence, all bool, maxBatch int) ([][][]float32, error) {
+	if len(batch) == 0 {
+		return nil, errors.New(m.Arch + ": empty batch")
+	}
+	index := map[int]int{}
+	for i, s := range batch {
+		if len(s.Tokens) == 0 {
+			return nil, fmt.Errorf("%s: sequence %d has no tokens", m.Arch, s.Seq)
+		}
+		if _, dup := index[s.Seq]; dup {
+			return nil, fmt.Errorf("%s: sequence %d appears twice in the batch", m.Arch, s.Seq)
+		}
+		index[s.Seq] = i
+		for _, id := range s.Tokens {
+			if id < 0 || int(id) >= m.Vocab {
+				return nil, fmt.Errorf("%s: token id %d is outside the %d-token vocabulary", m.Arch, id, m.Vocab)
+			}
+		}
+	}
+	out := make([][][]float32, len(batch))
+	left := make([]int, len(batch)) // tokens of each sequence not yet computed
+	for i, s := range batch {
+		left[i] = len(s.Tokens)
+	}
+	for _, ub := range kvcache.Split(batch, maxBatch, m.Recurrent()) {
+		// The rows whose logits are wanted: all, or each sequence's last.
+		var rows []int32
+		r := 0
+		for k, s := range ub.Seqs {
+			i := index[s]
+			left[i] -= ub.Counts[k]
+			for j := 0; j < ub.Counts[k]; j++ {
+				if all || (left[i] == 0 && j == ub.Counts[k]-1) {
+					rows = append(rows, int32(r))
+				}
+				r++
+			}
+		}
+		logits, err := m.forward(cache, &ub, rows)
+		if err != nil {
+			return nil, err
+		}
+		// Hand the rows back to their sequences, in order.
+		r, o := 0, 0
+		for k, s := range ub.Seqs {
+			i := index[s]
+			for j := 0; j < ub.Counts[k]; j++ {
+				if o < len(rows) && rows[o] == int32(r) {
+					out[i] = append(out[i], logits[o])
+					o++
+				}
+				r++
+			}
+		}
+	}
+	return out, nil
+}
+
+// forward computes one ubatch and returns the logits of the given rows.
+func (m *Model) forward(cache *kvcache.Cache, ub *kvcache.Ubatch, rows []int32) (logits [][]float32, err error) {
+	if len(rows) == 0 {
+		// Nothing is read: still compute (the cache must see the tokens).
+		rows = []int32{int32(ub.Len() - 1)}
+	}
+	if err := cache.Prepare(ub); err != nil {
+		return nil, fmt.Errorf("%s: %w", m.Arch, err)
+	}
+	done := false
+	defer func() {
+		if !done {
+			cache.Rollback()
+		}
+	}()
+	n := ub.Len()
+	step := n == len(ub.Seqs) && len(rows) == n // one token per sequence, every row read
+	if step {
+		if out, ok, err := m.reuse(cache, ub); ok || err != nil {
+			done = err == nil
+			return out, err
+		}
+	}
+
+	ctx := m.b.NewContext()
+	keep := false
+	defer func() {
+		if !keep {
+			ctx.Close()
+		}
+	}()
+	defer func() {
+		if p := recover(); p != nil {
+			if e, ok := p.(error); ok {
+				err = fmt.Errorf("%s: %w", m.Arch, e)
+			} else {
+				err = fmt.Errorf("%s: %v", m.Arch, p)
+			}
+		}
+	}()
+	ctx.SetBatchSize(n)
+	cache.StartForward(ctx)
+	window := cache.Window()
+	in := ctx.Input()
+	tok := in.FromInts(ub.Tokens, n)
+	pos := m.positions(in, cache.Positions())
+	b := &nn.Batch{Positions: pos, Tokens: n, Cache: cache}
+	if ub.Equal {
+		b.Seqs, b.SeqTokens = len(ub.Seqs), ub.SeqTokens
+	}
+	var keepRows ml.Tensor
+	if len(rows) < n {
+		keepRows = in.FromInts(rows, len(rows))
+	}
+
+	x := m.TokEmb.Rows(ctx, tok)
+	for i, bl := range m.Blocks {
+		h := bl.Mixer.Forward(ctx, x.RMSNorm(ctx, bl.AttnNorm, m.Eps), b, i)
+		if keepRows != nil && i == len(m.Blocks)-1 {
+			// Only some rows' logits are wanted: the last feed-forward
+			// (and the head) run on those alone, as llama.cpp's
+			// inp_out_ids.
+			h, x = h.Rows(ctx, keepRows), x.Rows(ctx, keepRows)
+		}
+		x = x.Add(ctx, h)
+		x = x.Add(ctx, bl.FFN.Forward(ctx, x.RMSNorm(ctx, bl.FFNNorm, m.Eps)))
+	}
+	out := m.Output.Mulmat(ctx, x.RMSNorm(ctx, m.OutNorm, m.Eps))
+	ctx.Forward(out)
+
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	ctx.Compute(out)
+	cache.Commit()
+	done = true
+	logits = splitRows(out.Floats(), m.Vocab, len(rows))
+	if step && !m.NoGraphReuse {
+		m.dropGraph()
+		m.last = &stepGraph{ctx: ctx, cache: cache, window: window, tok: tok, pos: pos, out: out}
+		keep = true
+	}
+	return logits, nil
+}
+
+// reuse computes a decode step on the previous step's graph if the
+// prepared batch has its layout; ok is false when a new graph is needed.
+func (m *Model) reuse(cache *kvcache.Cache, ub *kvcache.Ubatch) (logits [][]float32, ok bool, err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	g := m.last
+	if m.NoGraphReuse || g == nil || g.cache != cache || !cache.Reuse(g.window) {
+		return nil, false, nil
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			m.dropGraph()
+			err = fmt.Errorf("%s: %v", m.Arch, p)
+		}
+	}()
+	g.tok.FromInts(ub.Tokens)
+	g.pos.FromInts(m.positionData(cache.Positions()))
+	g.ctx.Compute(g.out)
+	cache.Commit()
+	return splitRows(g.out.Floats(), m.Vocab, ub.Len()), true, nil
+}
+
+// positions makes the positions input: one row, or for multi-section
+// RoPE four (time, height, width, extra; a text token has its position
+// in the first three and 0 in the fourth).
+func (m *Model) positions(in ml.Context, pos []int32) ml.Tensor {
+	d := m.positionData(pos)
+	return in.FromInts(d, len(d))
+}
+
+func (m *Model) positionData(pos []int32) []int32 {
+	if !m.MultiPositions {
+		return pos
+	}
+	n := len(pos)
+	d := make([]int32, 4*n)
+	for r := 0; r < 3; r++ {
+		copy(d[r*n:], pos)
+	}
+	return d
+}
+
+func splitRows(all []float32, vocab, rows int) [][]float32 {
+	out := make([][]float32, rows)
+	for r := range out {
+		out[r] = slices.Clip(all[r*vocab : (r+1)*vocab])
+	}
+	return out
+}

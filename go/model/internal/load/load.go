@@ -1,0 +1,395 @@
+// Package load reads an architecture's hyperparameters and weights for the
+// model packages, recording the first problem as an error that names the
+// key or tensor at fault (a model whose metadata contradicts its tensors
+// is an error, never a crash in the graph).
+package load
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+
+	"ggmlrs/fs"
+	"ggmlrs/ml"
+)
+
+// Reader reads hyperparameters from a model's metadata. Integer keys of
+// any GGUF integer type are accepted (converters differ), as are floats of
+// either width. The first problem is kept; later reads return defaults.
+type Reader struct {
+	c    fs.Config
+	arch string
+	err  error
+}
+
+// NewReader reads the metadata of an arch model (it fails if the file is of
+// another architecture).
+func NewReader(c fs.Config, arch string) *Reader {
+	r := &Reader{c: c, arch: arch}
+	if a := c.Architecture(); a != arch {
+		r.Fail("the model's architecture is %q", a)
+	}
+	return r
+}
+
+// Fail records a problem (the first one wins).
+func (r *Reader) Fail(format string, a ...any) {
+	if r.err == nil {
+		r.err = fmt.Errorf(r.arch+": "+format, a...)
+	}
+}
+
+// Err is the first problem, or nil.
+func (r *Reader) Err() error { return r.err }
+
+// Key is the full key of k: prefixed with the architecture unless it is a
+// general. or tokenizer. key.
+func (r *Reader) Key(k string) string {
+	if strings.HasPrefix(k, "general.") || strings.HasPrefix(k, "tokenizer.") {
+		return k
+	}
+	return r.arch + "." + k
+}
+
+// Has reports whether key k is present.
+func (r *Reader) Has(k string) bool { return r.c.Value(r.Key(k)) != nil }
+
+func asInt(v any) (int64, bool) {
+	switch x := v.(type) {
+	case uint8:
+		return int64(x), true
+	case int8:
+		return int64(x), true
+	case uint16:
+		return int64(x), true
+	case int16:
+		return int64(x), true
+	case uint32:
+		return int64(x), true
+	case int32:
+		return int64(x), true
+	case uint64:
+		if x > math.MaxInt32 {
+			return math.MaxInt64, true
+		}
+		return int64(x), true
+	case int64:
+		return x, true
+	}
+	return 0, false
+}
+
+// maxValue bounds integer hyperparameters (larger ones are errors: no real
+// model has a dimension anywhere near it, and it keeps products in range).
+const maxValue = 1 << 24
+
+// Int reads integer key k (default def when absent).
+func (r *Reader) Int(k string, def int) int {
+	v := r.c.Value(r.Key(k))
+	if v == nil {
+		return def
+	}
+	n, ok := asInt(v)
+	if !ok {
+		r.Fail("%s is a %T, not an integer", r.Key(k), v)
+		return def
+	}
+	if n < 0 || n > maxValue {
+		r.Fail("%s = %d is out of range", r.Key(k), n)
+		return def
+	}
+	return int(n)
+}
+
+// Need reads integer key k, which must be present and positive.
+func (r *Reader) Need(k string) int {
+	if !r.Has(k) {
+		r.Fail("the model's metadata lacks %s", r.Key(k))
+		return 0
+	}
+	n := r.Int(k, 0)
+	r.Positive(k, n)
+	return n
+}
+
+// Positive fails unless the value n of key k is positive.
+func (r *Reader) Positive(k string, n int) {
+	if n <= 0 {
+		r.Fail("%s must be positive, got %d", r.Key(k), n)
+	}
+}
+
+// PerLayer reads key k as llama.cpp's get_key_or_arr: one integer for
+// every layer, or an array of n integers (one per layer); def when absent.
+func (r *Reader) PerLayer(k string, n, def int) []int {
+	out := make([]int, n)
+	v := r.c.Value(r.Key(k))
+	if v == nil {
+		for i := range out {
+			out[i] = def
+		}
+		return out
+	}
+	if x, ok := asInt(v); ok {
+		if x < 0 || x > maxValue {
+			r.Fail("%s = %d is out of range", r.Key(k), x)
+		}
+		for i := range out {
+			out[i] = int(x)
+		}
+		return out
+	}
+	var arr []int64
+	switch a := v.(type) {
+	case []uint32:
+		for _, x := range a {
+			arr = append(arr, int64(x))
+		}
+	case []int32:
+		for _, x := range a {
+			arr = append(arr, int64(x))
+		}
+	case []uint64:
+		for _, x := range a {
+			arr = append(arr, int64(min(x, maxValue+1)))
+		}
+	case []int64:
+		arr = a
+	default:
+		r.Fail("%s is a %T, not an integer or an array of them", r.Key(k), v)
+		return out
+	}
+	if len(arr) != n {
+		r.Fail("%s has %d entries, the model has %d layers", r.Key(k), len(arr), n)
+		return out
+	}
+	for i, x := range arr {
+		if x < 0 || x > maxValue {
+			r.Fail("%s[%d] = %d is out of range", r.Key(k), i, x)
+		}
+		out[i] = int(x)
+	}
+	return out
+}
+
+// Bools reads a boolean array key of n entries (nil when absent).
+func (r *Reader) Bools(k string, n int) []bool {
+	v := r.c.Value(r.Key(k))
+	if v == nil {
+		return nil
+	}
+	a, ok := v.([]bool)
+	if !ok {
+		r.Fail("%s is a %T, not an array of booleans", r.Key(k), v)
+		return nil
+	}
+	if len(a) != n {
+		r.Fail("%s has %d entries, the model has %d layers", r.Key(k), len(a), n)
+		return nil
+	}
+	return a
+}
+
+// Float reads float key k (default def).
+func (r *Reader) Float(k string, def float32) float32 {
+	switch x := r.c.Value(r.Key(k)).(type) {
+	case nil:
+		return def
+	case float32:
+		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+			r.Fail("%s is %v", r.Key(k), x)
+			return def
+		}
+		return x
+	case float64:
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			r.Fail("%s is %v", r.Key(k), x)
+			return def
+		}
+		return float32(x)
+	default:
+		if n, ok := asInt(x); ok {
+			return float32(n)
+		}
+		r.Fail("%s is a %T, not a number", r.Key(k), x)
+		return def
+	}
+}
+
+// Bool reads boolean key k (default def).
+func (r *Reader) Bool(k string, def bool) bool {
+	switch x := r.c.Value(r.Key(k)).(type) {
+	case nil:
+		return def
+	case bool:
+		return x
+	default:
+		r.Fail("%s is a %T, not a boolean", r.Key(k), x)
+		return def
+	}
+}
+
+// String reads string key k (default def).
+func (r *Reader) String(k string, def string) string {
+	switch x := r.c.Value(r.Key(k)).(type) {
+	case nil:
+		return def
+	case string:
+		return x
+	default:
+		r.Fail("%s is a %T, not a string", r.Key(k), x)
+		return def
+	}
+}
+
+// Vocab is the vocabulary size: the number of tokenizer.ggml.tokens (or
+// vocab_size).
+func (r *Reader) Vocab() int {
+	n := len(r.c.Strings("tokenizer.ggml.tokens"))
+	if n == 0 {
+		n = r.Int("vocab_size", 0)
+	}
+	if n == 0 {
+		r.Fail("the model's metadata lacks tokenizer.ggml.tokens (and vocab_size)")
+	}
+	return n
+}
+
+// RopeScale is the frequency scale of linear or YaRN RoPE scaling (1/factor), 1 without.
+func (r *Reader) RopeScale() float32 {
+	f := r.Float("rope.scaling.factor", 0)
+	if f < 0 {
+		r.Fail("%s = %v must not be negative", r.Key("rope.scaling.factor"), f)
+	}
+	switch t := r.String("rope.scaling.type", "linear"); t {
+	case "none":
+		return 1
+	case "linear", "yarn":
+		if f > 0 {
+			return 1 / f
+		}
+		return 1
+	default:
+		r.Fail("%s %q is not supported (linear, yarn, none)", r.Key("rope.scaling.type"), t)
+		return 1
+	}
+}
+
+// HeadDim is attention.key_length (default hidden/heads), which must
+// equal attention.value_length when that is given.
+func (r *Reader) HeadDim(hidden, heads int) int {
+	def := 0
+	if heads > 0 {
+		def = hidden / heads
+	}
+	k := r.Int("attention.key_length", def)
+	if v := r.Int("attention.value_length", k); v != k {
+		r.Fail("key length %d differs from value length %d", k, v)
+	}
+	r.Positive("attention.key_length", k)
+	return k
+}
+
+// Heads checks that heads is a positive multiple of kvHeads.
+func (r *Reader) Heads(heads, kvHeads int) {
+	if heads <= 0 || kvHeads <= 0 || heads%kvHeads != 0 {
+		r.Fail("%d heads (%s) are not a positive multiple of %d key/value heads (%s)",
+			heads, r.Key("attention.head_count"), kvHeads, r.Key("attention.head_count_kv"))
+	}
+}
+
+// RopeDim checks the rotated dimensions: even, positive, at most the head.
+func (r *Reader) RopeDim(ropeDim, headDim int) {
+	if ropeDim <= 0 || ropeDim%2 != 0 || ropeDim > headDim {
+		r.Fail("%s = %d must be even, positive and at most the head size %d", r.Key("rope.dimension_count"), ropeDim, headDim)
+	}
+}
+
+// Experts checks the expert counts.
+func (r *Reader) Experts(n, used int) {
+	if n <= 0 || used <= 0 || used > n {
+		r.Fail("%s = %d must be between 1 and %s = %d", r.Key("expert_used_count"), used, r.Key("expert_count"), n)
+	}
+}
+
+// Weights fetches a model's weights, checking each against the shape its
+// hyperparameters imply.
+type Weights struct {
+	b       ml.Backend
+	arch    string
+	missing []string
+	err     error
+	// Hint names the keys the shapes of the following Gets come from, for
+	// the error message.
+	Hint string
+}
+
+// NewWeights reads the weights of backend b.
+func NewWeights(b ml.Backend, arch string) *Weights { return &Weights{b: b, arch: arch} }
+
+// Get returns the required tensor name, which must have the given shape
+// (ggml order).
+func (w *Weights) Get(name string, shape ...int) ml.Tensor {
+	t := w.b.Get(name)
+	if t == nil {
+		w.missing = append(w.missing, name)
+		return nil
+	}
+	w.check(name, t, shape)
+	return t
+}
+
+// Opt returns the optional tensor name (nil when absent), which must have
+// the given shape when present.
+func (w *Weights) Opt(name string, shape ...int) ml.Tensor {
+	t := w.b.Get(name)
+	if t == nil {
+		return nil
+	}
+	w.check(name, t, shape)
+	return t
+}
+
+func (w *Weights) check(name string, t ml.Tensor, shape []int) {
+	got := t.Shape()
+	// Trailing 1s are the same shape (a [n] vector stored as [n, 1]).
+	trim := func(s []int) []int {
+		for len(s) > 1 && s[len(s)-1] == 1 {
+			s = s[:len(s)-1]
+		}
+		return s
+	}
+	if !slices.Equal(trim(slices.Clone(got)), trim(slices.Clone(shape))) && w.err == nil {
+		hint := ""
+		if w.Hint != "" {
+			hint = " (from " + w.Hint + ")"
+		}
+		w.err = fmt.Errorf("%s: tensor %s has shape %v, the metadata implies %v%s", w.arch, name, got, shape, hint)
+	}
+}
+
+// Embeddings returns the token embeddings [d, vocab], the output norm [d]
+// and the output head [d, vocab] (the embeddings when the model ties
+// them).
+func (w *Weights) Embeddings(d, vocab int) (tok, norm, output ml.Tensor) {
+	tok = w.Get("token_embd.weight", d, vocab)
+	norm = w.Get("output_norm.weight", d)
+	output = w.Opt("output.weight", d, vocab)
+	if output == nil {
+		output = tok
+	}
+	return tok, norm, output
+}
+
+// Err reports the first problem: missing tensors, or a shape mismatch.
+func (w *Weights) Err() error {
+	if len(w.missing) > 0 {
+		m := w.missing
+		if len(m) > 4 {
+			m = append(slices.Clone(m[:4]), fmt.Sprintf("… (%d in all)", len(w.missing)))
+		}
+		return fmt.Errorf("%s: the model lacks tensors: %v", w.arch, m)
+	}
+	return w.err
+}

@@ -1,0 +1,40 @@
+// Package model opens the decoder of any supported architecture from a
+// backend opened on its GGUF file.
+package model
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"ggmlrs/ml"
+	"ggmlrs/model/decoder"
+	"ggmlrs/model/llama"
+)
+
+// constructors by general.architecture.
+var constructors = map[string]func(ml.Backend) (*decoder.Model, error){
+	"llama":    func(b ml.Backend) (*decoder.Model, error) { return llama.New(b, llama.Llama) },
+	"qwen3":    func(b ml.Backend) (*decoder.Model, error) { return llama.New(b, llama.Qwen3) },
+	"qwen3moe": func(b ml.Backend) (*decoder.Model, error) { return llama.New(b, llama.Qwen3MoE) },
+}
+
+// Architectures lists the supported architectures.
+func Architectures() []string {
+	var out []string
+	for a := range constructors {
+		out = append(out, a)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// New reads the model of backend b (the weights need not be loaded yet).
+func New(b ml.Backend) (*decoder.Model, error) {
+	a := b.Config().Architecture()
+	f, ok := constructors[a]
+	if !ok {
+		return nil, fmt.Errorf("architecture %q is not supported (%s)", a, strings.Join(Architectures(), ", "))
+	}
+	return f(b)
+}
