@@ -129,10 +129,9 @@ func Split(batch []Sequence, maxTokens int, equal bool) []Ubatch {
 		if len(active) == 0 {
 			return out
 		}
-		if len(active) > maxTokens {
-			active = active[:maxTokens]
-		}
-		t := min(least, maxTokens/len(active))
+		// At least one token of every sequence with tokens left, even when
+		// they exceed maxTokens (as llama.cpp's split_equal).
+		t := max(1, min(least, maxTokens/len(active)))
 		u := Ubatch{Equal: true, SeqTokens: t}
 		for _, i := range active {
 			u.Tokens = append(u.Tokens, rest[i][:t]...)

@@ -10,9 +10,13 @@
 // cells, Get returns views of the cells in use (rounded up to
 // CacheConfig.CachePadding) and a mask that lets each token see the cells
 // of its own sequence at its position or before (and, in a sliding-window
-// layer, fewer than Window positions back). Sliding-window layers have a
-// pool of their own, sized Window per sequence plus one batch: cells that
-// fall out of every future token's window are reused.
+// layer, fewer than Window positions back). Sliding-window layers share
+// the pool (llama.cpp's default, swa_full), or with Config.CompactWindow
+// have a pool of their own, sized Window per sequence plus one batch,
+// whose cells that fall out of every future token's window are reused:
+// far less memory for long contexts, at the price of cutting back (and of
+// bit-exactness with llama.cpp's default: reused cells change the order in
+// which attention sums).
 //
 // Recurrent layers keep one state slot per sequence; a batch gathers its
 // sequences' states (Rows), and the layer writes the new states back
@@ -88,8 +92,16 @@ type Config struct {
 	// back (itself included).
 	Window int
 	// MaxBatch is the largest batch (in tokens) that will be computed; it
-	// sizes the sliding-window pool (default 512).
+	// sizes the compact sliding-window pool (default 512).
 	MaxBatch int
+	// CompactWindow gives sliding-window layers a pool of their own that
+	// keeps only the last Window positions of each sequence.
+	CompactWindow bool
+	// Unified lets all sequences share one stream of Capacity cells (any
+	// sequence may use any cell); by default each sequence slot has a
+	// stream of Capacity/Sequences cells, as llama.cpp's default cache
+	// (attention then sums over a sequence's cells in llama.cpp's order).
+	Unified bool
 	// DType is the type of stored keys and values (default F16).
 	DType ml.DType
 }
@@ -105,12 +117,17 @@ type Cache struct {
 	rec       *recurrent
 	poolOf    []*pool // per layer (nil for recurrent / none)
 
-	lens map[int]int // sequence -> tokens held (its next position)
-	gen  int         // counts Resets, removals and closes (graph reuse)
+	lens    map[int]int // sequence -> tokens held (its next position)
+	slotOf  map[int]int // sequence -> its slot (KV stream, recurrent state)
+	slotSeq []int       // slot -> sequence (-1: free)
+	gen     int         // counts Resets, removals and closes (graph reuse)
 
-	// The prepared batch.
+	// The prepared batch: its positions, its sequences' slots and the
+	// slots it took.
 	ub       *Ubatch
 	pos      []int32
+	slots    []int
+	newSlots []int
 	prepared bool
 	closed   bool
 }
@@ -121,7 +138,7 @@ var ErrNoRoom = errors.New("kvcache: the batch does not fit the cache")
 // New allocates a cache (its tensors live in the layers' contexts, so on
 // their devices, and count as their Cache memory).
 func New(b ml.Backend, cfg Config) (*Cache, error) {
-	c := &Cache{b: b, cfg: cfg, config: ml.CacheConfig{CachePadding: 1}, lens: map[int]int{}}
+	c := &Cache{b: b, cfg: cfg, config: ml.CacheConfig{CachePadding: 1}, lens: map[int]int{}, slotOf: map[int]int{}}
 	if bc, ok := b.(ml.BackendCacheConfig); ok {
 		c.config = bc.CacheConfig()
 	}
@@ -142,6 +159,10 @@ func New(b ml.Backend, cfg Config) (*Cache, error) {
 	}
 	if c.cfg.Capacity <= 0 {
 		return nil, fmt.Errorf("kvcache: capacity %d must be positive", c.cfg.Capacity)
+	}
+	c.slotSeq = make([]int, c.cfg.Sequences)
+	for i := range c.slotSeq {
+		c.slotSeq[i] = -1
 	}
 	c.poolOf = make([]*pool, len(cfg.Layers))
 	var full, swa, rec []int
@@ -173,18 +194,30 @@ func New(b ml.Backend, cfg Config) (*Cache, error) {
 			c.Close()
 		}
 	}()
+	if len(swa) > 0 && c.cfg.Window <= 0 {
+		err = fmt.Errorf("kvcache: sliding-window layers need a positive window, got %d", c.cfg.Window)
+		return nil, err
+	}
+	if !c.cfg.CompactWindow {
+		full, swa = append(full, swa...), nil
+		slices.Sort(full)
+	}
+	streams := c.cfg.Sequences
+	if c.cfg.Unified {
+		streams = 1
+	}
+	perStream := roundUp((c.cfg.Capacity+streams-1)/streams, pad)
 	if len(full) > 0 {
-		if c.full, err = c.newPool(roundUp(c.cfg.Capacity, pad), 0, full); err != nil {
+		if c.full, err = c.newPool(perStream, 0, full); err != nil {
 			return nil, err
 		}
 	}
 	if len(swa) > 0 {
-		if c.cfg.Window <= 0 {
-			err = fmt.Errorf("kvcache: sliding-window layers need a positive window, got %d", c.cfg.Window)
-			return nil, err
+		win := c.cfg.Window + c.cfg.MaxBatch
+		if c.cfg.Unified {
+			win = c.cfg.Window*c.cfg.Sequences + c.cfg.MaxBatch
 		}
-		size := min(roundUp(c.cfg.Window*c.cfg.Sequences+c.cfg.MaxBatch, pad), roundUp(c.cfg.Capacity, pad))
-		if c.swa, err = c.newPool(size, c.cfg.Window, swa); err != nil {
+		if c.swa, err = c.newPool(min(roundUp(win, pad), perStream), c.cfg.Window, swa); err != nil {
 			return nil, err
 		}
 	}
@@ -198,11 +231,11 @@ func New(b ml.Backend, cfg Config) (*Cache, error) {
 
 func roundUp(n, m int) int { return (n + m - 1) / m * m }
 
-// Capacity is the number of tokens the attention layers hold (all
-// sequences together).
+// Capacity is the number of tokens the attention layers hold for one
+// sequence (all sequences together when unified).
 func (c *Cache) Capacity() int {
 	if c.full != nil {
-		return c.full.size
+		return c.full.streamSize
 	}
 	return roundUp(c.cfg.Capacity, c.config.CachePadding)
 }
@@ -236,6 +269,10 @@ func (c *Cache) Reset() {
 		c.rec.clear()
 	}
 	clear(c.lens)
+	clear(c.slotOf)
+	for i := range c.slotSeq {
+		c.slotSeq[i] = -1
+	}
 	c.gen++
 }
 
@@ -245,8 +282,12 @@ func (c *Cache) Remove(seq int) {
 	for _, p := range c.pools() {
 		p.remove(seq, 0)
 	}
-	if c.rec != nil {
-		c.rec.release(seq)
+	if s, ok := c.slotOf[seq]; ok {
+		if c.rec != nil {
+			c.rec.release(s)
+		}
+		c.slotSeq[s] = -1
+		delete(c.slotOf, seq)
 	}
 	delete(c.lens, seq)
 	c.gen++
@@ -257,8 +298,8 @@ var ErrTruncate = errors.New("kvcache: the cache cannot be cut back to an earlie
 
 // CanTruncate reports whether Truncate can keep any prefix of a sequence:
 // false when a layer keeps a recurrent state (it holds the sequence's
-// history folded into one state) or a sliding window (it has dropped the
-// cells older than the window).
+// history folded into one state) or a compact sliding-window pool (it has
+// dropped the cells older than the window).
 func (c *Cache) CanTruncate() bool { return c.rec == nil && c.swa == nil }
 
 // Truncate keeps the first n tokens of sequence seq and forgets the rest.
@@ -328,14 +369,21 @@ func (c *Cache) Prepare(u *Ubatch) error {
 		return fmt.Errorf("kvcache: a model with recurrent layers needs batches with as many tokens of every sequence")
 	}
 	c.abandon()
-	newSeqs := 0
-	for _, s := range u.Seqs {
-		if _, ok := c.lens[s]; !ok {
-			newSeqs++
+	// Each sequence's slot (its KV stream and recurrent state), new ones
+	// taking free slots.
+	c.slots, c.newSlots = c.slots[:0], c.newSlots[:0]
+	for _, seq := range u.Seqs {
+		s, ok := c.slotOf[seq]
+		if !ok {
+			s = slices.Index(c.slotSeq, -1)
+			if s < 0 {
+				c.undoSlots()
+				return fmt.Errorf("kvcache: the batch's sequences exceed the %d the cache holds", c.cfg.Sequences)
+			}
+			c.slotSeq[s], c.slotOf[seq] = seq, s
+			c.newSlots = append(c.newSlots, s)
 		}
-	}
-	if len(c.lens)+newSeqs > c.cfg.Sequences {
-		return fmt.Errorf("kvcache: %d sequences would exceed the %d the cache holds", len(c.lens)+newSeqs, c.cfg.Sequences)
+		c.slots = append(c.slots, s)
 	}
 	c.pos = c.pos[:0]
 	for i, s := range u.Seqs {
@@ -347,23 +395,33 @@ func (c *Cache) Prepare(u *Ubatch) error {
 	seqOf := u.SeqOf()
 	done := []*pool{}
 	for _, p := range c.pools() {
-		if err := p.prepare(u, seqOf, c.pos, c.config.CachePadding); err != nil {
+		if err := p.prepare(u, c.slots, seqOf, c.pos, c.config.CachePadding); err != nil {
 			for _, q := range done {
 				q.rollback()
 			}
+			c.undoSlots()
 			if errors.Is(err, ErrNoRoom) {
-				return fmt.Errorf("%w: %d tokens, %d of %d cells free (-ctx)", ErrNoRoom, u.Len(), p.free(), p.size)
+				return fmt.Errorf("%w: %d tokens of %d sequence(s) do not fit %d cells per sequence (-ctx)", ErrNoRoom, u.Len(), len(u.Seqs), p.streamSize)
 			}
 			return err
 		}
 		done = append(done, p)
 	}
 	if c.rec != nil {
-		c.rec.prepare(u)
+		c.rec.prepare(c.slots)
 	}
 	c.ub = u
 	c.prepared = true
 	return nil
+}
+
+// undoSlots frees the slots the prepared batch took.
+func (c *Cache) undoSlots() {
+	for _, s := range c.newSlots {
+		delete(c.slotOf, c.slotSeq[s])
+		c.slotSeq[s] = -1
+	}
+	c.newSlots = c.newSlots[:0]
 }
 
 // abandon drops a prepared batch that was neither committed nor rolled back.
@@ -384,10 +442,12 @@ func (c *Cache) StartForward(ctx ml.Context) {
 	n := c.ub.Len()
 	for _, p := range c.pools() {
 		p.locT = in.FromInts(p.loc, n)
-		p.maskIn = in.FromFloats(p.mask, p.histLen, n)
-		p.maskT = p.maskIn
-		if c.config.MaskDType != ml.DTypeF32 {
-			p.maskT = p.maskT.Cast(ctx, c.config.MaskDType)
+		for _, m := range p.masks {
+			m.in = in.FromFloats(m.data, p.histLen, n)
+			m.t = m.in
+			if c.config.MaskDType != ml.DTypeF32 {
+				m.t = m.t.Cast(ctx, c.config.MaskDType)
+			}
 		}
 	}
 	if c.rec != nil {
@@ -399,14 +459,15 @@ func (c *Cache) StartForward(ctx ml.Context) {
 // the batch, each pool's history length, the cache's generation) and holds
 // the input tensors of the graph built for it.
 type Window struct {
-	gen       int
-	seqs      []int
-	counts    []int
-	histLens  [2]int
-	fresh     bool
-	loc, mask [2]ml.Tensor
-	recIDs    ml.Tensor
-	recKeep   ml.Tensor
+	gen      int
+	seqs     []int
+	counts   []int
+	histLens [2]int
+	fresh    bool
+	loc      [2]ml.Tensor
+	masks    [2][]ml.Tensor
+	recIDs   ml.Tensor
+	recKeep  ml.Tensor
 }
 
 // Window is the prepared batch's window (after StartForward).
@@ -414,7 +475,10 @@ func (c *Cache) Window() Window {
 	w := Window{gen: c.gen, seqs: slices.Clone(c.ub.Seqs), counts: slices.Clone(c.ub.Counts)}
 	for i, p := range []*pool{c.full, c.swa} {
 		if p != nil {
-			w.histLens[i], w.loc[i], w.mask[i] = p.histLen, p.locT, p.maskIn
+			w.histLens[i], w.loc[i] = p.histLen, p.locT
+			for _, m := range p.masks {
+				w.masks[i] = append(w.masks[i], m.in)
+			}
 		}
 	}
 	if c.rec != nil {
@@ -443,7 +507,9 @@ func (c *Cache) Reuse(w Window) bool {
 	for i, p := range []*pool{c.full, c.swa} {
 		if p != nil {
 			w.loc[i].FromInts(p.loc)
-			w.mask[i].FromFloats(p.mask)
+			for j, m := range p.masks {
+				w.masks[i][j].FromFloats(m.data)
+			}
 		}
 	}
 	if c.rec != nil {
@@ -469,6 +535,7 @@ func (c *Cache) Commit() {
 	for i, s := range c.ub.Seqs {
 		c.lens[s] += c.ub.Counts[i]
 	}
+	c.newSlots = c.newSlots[:0]
 	c.prepared = false
 }
 
@@ -487,6 +554,7 @@ func (c *Cache) Rollback() {
 	if c.rec != nil {
 		c.rec.rollback()
 	}
+	c.undoSlots()
 	if c.rec != nil || c.swa != nil {
 		for _, s := range c.ub.Seqs {
 			if _, ok := c.lens[s]; ok {
@@ -519,33 +587,32 @@ func (c *Cache) Put(ctx ml.Context, layer int, key, value ml.Tensor) {
 		panic(fmt.Errorf("kvcache: layer %d: keys %v and values %v, want [%d %d %d] and [%d %d %d]",
 			layer, key.Shape(), value.Shape(), kd, kvh, n, vd, kvh, n))
 	}
-	kc := p.keys[layer].Reshape(ctx, kd*kvh, p.size)
+	size := len(p.cells)
+	kc := p.keys[layer].Reshape(ctx, kd*kvh, size)
 	ctx.Forward(kc.SetRows(ctx, key.Reshape(ctx, kd*kvh, n), p.locT))
 	if c.config.PermutedV {
 		// Each value element is a one-element row of [1, size, vd*kvh].
 		v := value.Reshape(ctx, vd*kvh, 1, n).Permute(ctx, 2, 0, 1, 3)
-		vc := p.values[layer].Reshape(ctx, 1, p.size, vd*kvh)
+		vc := p.values[layer].Reshape(ctx, 1, size, vd*kvh)
 		ctx.Forward(vc.SetRows(ctx, v, p.locT))
 	} else {
-		vc := p.values[layer].Reshape(ctx, vd*kvh, p.size)
+		vc := p.values[layer].Reshape(ctx, vd*kvh, size)
 		ctx.Forward(vc.SetRows(ctx, value.Reshape(ctx, vd*kvh, n), p.locT))
 	}
 }
 
-// Get returns views of layer's cells in use (padded): keys [keyDim,
-// kvHeads, len], values [valueDim, kvHeads, len] (or [len, valueDim,
-// kvHeads] when the backend asks for PermutedV), and the batch's mask
-// [len, n] for this layer's kind.
-func (c *Cache) Get(ctx ml.Context, layer int) (key, value, mask ml.Tensor) {
+// Get returns layer's keys, values and mask for sequence k of the batch
+// (its index in the batch's Seqs): views of its stream's cells in use
+// (padded), keys [keyDim, kvHeads, len], values [valueDim, kvHeads, len]
+// (or [len, valueDim, kvHeads] when the backend asks for PermutedV), and
+// the mask [len, its tokens] for this layer's kind. With one sequence in
+// the batch the mask covers the whole batch.
+func (c *Cache) Get(ctx ml.Context, layer, k int) (key, value, mask ml.Tensor) {
 	p := c.attnPool(layer)
-	k, v := p.keys[layer], p.values[layer]
-	key = k.View(ctx, 0, k.Dim(0), k.Stride(1), k.Dim(1), k.Stride(2), p.histLen)
-	if c.config.PermutedV {
-		value = v.View(ctx, 0, p.histLen, v.Stride(1), v.Dim(1), v.Stride(2), v.Dim(2))
-	} else {
-		value = v.View(ctx, 0, v.Dim(0), v.Stride(1), v.Dim(1), v.Stride(2), p.histLen)
+	if k < 0 || k >= len(c.ub.Seqs) {
+		panic(fmt.Errorf("kvcache: sequence index %d of a batch of %d", k, len(c.ub.Seqs)))
 	}
-	return key, value, p.maskT
+	return p.views(ctx, layer, k, c.ub, c.config.PermutedV)
 }
 
 // ConvState is layer's convolution state for the batch's sequences:

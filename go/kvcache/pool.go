@@ -14,34 +14,74 @@ type evicted struct {
 	c cell
 }
 
-// pool is the cells and the key/value tensors of the attention layers of
-// one kind (full, or sliding-window with window > 0).
+// pool is the cells and the key/value tensors of a set of attention
+// layers, cut into streams: one per sequence slot (llama.cpp's default,
+// non-unified cache: each sequence's cells start at its stream's first
+// cell, so attention sums over them in the order llama.cpp does), or a
+// single stream that all sequences share (unified). A pool whose window
+// is positive evicts the cells no future token can see (a compact
+// sliding-window pool). Its layers read through masks, one per distinct
+// window among them (0: none).
 type pool struct {
-	size   int
-	window int
-	cells  []cell
-	ctxs   []ml.Context
-	keys   []ml.Tensor // per layer of the model; nil for other layers
-	values []ml.Tensor
+	streams, streamSize int
+	unified             bool
+	window              int // evict cells older than this (0: never)
+	cells               []cell
+	ctxs                []ml.Context
+	keys                []ml.Tensor // per layer of the model: [keyDim, kvHeads, streams·streamSize]; nil for other layers
+	values              []ml.Tensor
+	masks               []*mask
+	maskOf              []int // per layer of the model: index into masks
 
-	// The prepared batch: its cells, the history length its graph reads,
-	// its mask [histLen, n], what it evicted; and the input tensors of the
-	// graph built for it.
+	// The prepared batch: its cells, the streams of its sequences, the
+	// history length its graph reads (per stream), what it evicted; and
+	// the slot input of the graph built for it.
 	loc     []int32
-	mask    []float32
+	strm    []int
 	histLen int
 	taken   []int
 	evicted []evicted
 
-	locT, maskIn, maskT ml.Tensor
+	locT ml.Tensor
 }
 
-func (c *Cache) newPool(size, window int, layers []int) (*pool, error) {
-	p := &pool{size: size, window: window, cells: make([]cell, size),
-		keys: make([]ml.Tensor, len(c.cfg.Layers)), values: make([]ml.Tensor, len(c.cfg.Layers))}
+// mask is one attention mask [histLen, n] of the prepared batch (row t:
+// token t over the cells of its sequence's stream): a token sees the
+// cells of its sequence at its position or before, fewer than window
+// positions back when window > 0. in is its F32 input, t the tensor
+// attention reads (in, or in cast to the backend's mask type).
+type mask struct {
+	window int
+	data   []float32
+	in, t  ml.Tensor
+}
+
+func (c *Cache) newPool(perStream, window int, layers []int) (*pool, error) {
+	streams := c.cfg.Sequences
+	if c.cfg.Unified {
+		streams = 1
+	}
+	size := streams * perStream
+	p := &pool{streams: streams, streamSize: perStream, unified: c.cfg.Unified, window: window, cells: make([]cell, size),
+		keys: make([]ml.Tensor, len(c.cfg.Layers)), values: make([]ml.Tensor, len(c.cfg.Layers)),
+		maskOf: make([]int, len(c.cfg.Layers))}
 	p.clear()
 	for _, l := range layers {
 		spec := c.cfg.Layers[l]
+		w := 0
+		if spec.Kind == SlidingWindow {
+			w = c.cfg.Window
+		}
+		p.maskOf[l] = -1
+		for i, m := range p.masks {
+			if m.window == w {
+				p.maskOf[l] = i
+			}
+		}
+		if p.maskOf[l] < 0 {
+			p.masks = append(p.masks, &mask{window: w})
+			p.maskOf[l] = len(p.masks) - 1
+		}
 		ctx := c.b.NewContextSize(2).Layer(l)
 		p.ctxs = append(p.ctxs, ctx)
 		if err := catch(func() {
@@ -67,7 +107,10 @@ func (p *pool) close() {
 	p.ctxs = nil
 	clear(p.keys)
 	clear(p.values)
-	p.locT, p.maskIn, p.maskT = nil, nil, nil
+	p.locT = nil
+	for _, m := range p.masks {
+		m.in, m.t = nil, nil
+	}
 }
 
 func (p *pool) clear() {
@@ -76,9 +119,17 @@ func (p *pool) clear() {
 	}
 }
 
-func (p *pool) free() int {
+// stream is the stream of sequence slot s.
+func (p *pool) stream(slot int) int {
+	if p.unified {
+		return 0
+	}
+	return slot
+}
+
+func (p *pool) free(stream int) int {
 	n := 0
-	for _, c := range p.cells {
+	for _, c := range p.cells[stream*p.streamSize : (stream+1)*p.streamSize] {
 		if c.seq < 0 {
 			n++
 		}
@@ -95,11 +146,15 @@ func (p *pool) remove(seq, from int) {
 	}
 }
 
-// prepare takes cells for the batch's tokens (after evicting, in a
-// sliding-window pool, the cells no token of the batch's sequences can see
-// any more) and computes the batch's slots and mask.
-func (p *pool) prepare(u *Ubatch, seqOf []int, pos []int32, pad int) error {
-	p.taken, p.evicted = p.taken[:0], p.evicted[:0]
+// prepare takes cells in each sequence's stream for the batch's tokens
+// (after evicting, in a compact sliding-window pool, the cells no token of
+// the batch's sequences can see any more) and computes the batch's slots
+// and masks. slots are the batch's sequences' slots.
+func (p *pool) prepare(u *Ubatch, slots []int, seqOf []int, pos []int32, pad int) error {
+	p.taken, p.evicted, p.strm = p.taken[:0], p.evicted[:0], p.strm[:0]
+	for _, s := range slots {
+		p.strm = append(p.strm, p.stream(s))
+	}
 	if p.window > 0 {
 		for k, s := range u.Seqs {
 			// The first token of s in the batch sees positions above
@@ -113,47 +168,63 @@ func (p *pool) prepare(u *Ubatch, seqOf []int, pos []int32, pad int) error {
 			}
 		}
 	}
-	n := u.Len()
-	for i := 0; i < len(p.cells) && len(p.taken) < n; i++ {
-		if p.cells[i].seq < 0 {
-			p.taken = append(p.taken, i)
-		}
-	}
-	if len(p.taken) < n {
-		p.taken = p.taken[:0]
-		p.restore()
-		return ErrNoRoom
-	}
 	p.loc = p.loc[:0]
-	for t, i := range p.taken {
-		p.cells[i] = cell{seq: int32(u.Seqs[seqOf[t]]), pos: pos[t]}
-		p.loc = append(p.loc, int32(i))
-	}
-	last := 0
-	for i, c := range p.cells {
-		if c.seq >= 0 {
-			last = i
+	t := 0
+	for k, n := range u.Counts {
+		base := p.strm[k] * p.streamSize
+		for i := base; i < base+p.streamSize && n > 0; i++ {
+			if p.cells[i].seq < 0 {
+				p.cells[i] = cell{seq: int32(u.Seqs[k]), pos: pos[t]}
+				p.taken = append(p.taken, i)
+				p.loc = append(p.loc, int32(i))
+				n--
+				t++
+			}
+		}
+		if n > 0 {
+			p.rollback()
+			return ErrNoRoom
 		}
 	}
-	p.histLen = min(roundUp(last+1, pad), p.size)
-	if cap(p.mask) < p.histLen*n {
-		p.mask = make([]float32, p.histLen*n)
+	// The history length: the longest stream's used cells, padded (the
+	// same for all of the batch's streams, as llama.cpp's get_n_kv).
+	p.histLen = 0
+	for _, s := range p.strm {
+		last := 0
+		for i, c := range p.cells[s*p.streamSize : (s+1)*p.streamSize] {
+			if c.seq >= 0 {
+				last = i
+			}
+		}
+		p.histLen = max(p.histLen, min(roundUp(last+1, pad), p.streamSize))
 	}
-	p.mask = p.mask[:p.histLen*n]
+	for _, m := range p.masks {
+		m.fill(p, u, seqOf, pos)
+	}
+	return nil
+}
+
+func (m *mask) fill(p *pool, u *Ubatch, seqOf []int, pos []int32) {
+	n := u.Len()
+	if cap(m.data) < p.histLen*n {
+		m.data = make([]float32, p.histLen*n)
+	}
+	m.data = m.data[:p.histLen*n]
 	ninf := float32(math.Inf(-1))
 	for t := 0; t < n; t++ {
-		s, at := int32(u.Seqs[seqOf[t]]), pos[t]
-		row := p.mask[t*p.histLen : (t+1)*p.histLen]
+		k := seqOf[t]
+		s, at := int32(u.Seqs[k]), pos[t]
+		cells := p.cells[p.strm[k]*p.streamSize:]
+		row := m.data[t*p.histLen : (t+1)*p.histLen]
 		for j := range row {
-			c := p.cells[j]
-			if c.seq == s && c.pos <= at && (p.window == 0 || at-c.pos < int32(p.window)) {
+			c := cells[j]
+			if c.seq == s && c.pos <= at && (m.window == 0 || at-c.pos < int32(m.window)) {
 				row[j] = 0
 			} else {
 				row[j] = ninf
 			}
 		}
 	}
-	return nil
 }
 
 func firstIndex(u *Ubatch, k int) int {
@@ -164,13 +235,6 @@ func firstIndex(u *Ubatch, k int) int {
 	return i
 }
 
-func (p *pool) restore() {
-	for _, e := range p.evicted {
-		p.cells[e.i] = e.c
-	}
-	p.evicted = p.evicted[:0]
-}
-
 func (p *pool) commit() { p.taken, p.evicted = p.taken[:0], p.evicted[:0] }
 
 func (p *pool) rollback() {
@@ -178,7 +242,29 @@ func (p *pool) rollback() {
 		p.cells[i] = cell{seq: -1}
 	}
 	p.taken = p.taken[:0]
-	p.restore()
+	for _, e := range p.evicted {
+		p.cells[e.i] = e.c
+	}
+	p.evicted = p.evicted[:0]
+}
+
+// views are layer's keys, values and mask for sequence k of the batch:
+// its stream's first histLen cells and its tokens' mask rows.
+func (p *pool) views(ctx ml.Context, layer, k int, u *Ubatch, permutedV bool) (key, value, msk ml.Tensor) {
+	kt, vt := p.keys[layer], p.values[layer]
+	off := p.strm[k] * p.streamSize
+	key = kt.View(ctx, off*kt.Stride(2), kt.Dim(0), kt.Stride(1), kt.Dim(1), kt.Stride(2), p.histLen)
+	if permutedV {
+		value = vt.View(ctx, off*vt.Stride(0), p.histLen, vt.Stride(1), vt.Dim(1), vt.Stride(2), vt.Dim(2))
+	} else {
+		value = vt.View(ctx, off*vt.Stride(2), vt.Dim(0), vt.Stride(1), vt.Dim(1), vt.Stride(2), p.histLen)
+	}
+	mt := p.masks[p.maskOf[layer]].t
+	if len(u.Seqs) == 1 {
+		return key, value, mt
+	}
+	first, n := firstIndex(u, k), u.Counts[k]
+	return key, value, mt.View(ctx, first*mt.Stride(1), mt.Dim(0), mt.Stride(1), n)
 }
 
 // catch runs f, turning a panic of the ml API into an error.

@@ -10,28 +10,26 @@ func errorf(format string, a ...any) error { return fmt.Errorf("kvcache: "+forma
 
 // recurrent holds the recurrent layers' states: per layer, the convolution
 // states [(width-1)·channels, slots] and the delta-net states
-// [size·size·heads, slots] (F32), one slot per sequence.
+// [size·size·heads, slots] (F32), one row per sequence slot (the cache
+// assigns slots).
 type recurrent struct {
-	slotSeq []int       // slot -> sequence (-1: free)
-	slotOf  map[int]int // sequence -> slot
-	fresh   []bool      // the slot's state is stale: read as zeros at its next use
-	ctxs    []ml.Context
-	states  [2][]ml.Tensor // [0] conv, [1] delta-net; per layer of the model
-	shapes  [2][][]int     // per layer: the per-sequence shape of each state
+	fresh  []bool // the slot's state is stale: read as zeros at its next use
+	ctxs   []ml.Context
+	states [2][]ml.Tensor // [0] conv, [1] delta-net; per layer of the model
+	shapes [2][][]int     // per layer: the per-sequence shape of each state
 
 	// The prepared batch: its sequences' slots, which of them start from
-	// zero, the slots it took; and the input tensors of its graph.
+	// zero; and the input tensors of its graph.
 	ids      []int32
 	keep     []float32
 	anyFresh bool
-	newSlots []int
 
 	idsT, keepT ml.Tensor
 }
 
 func (c *Cache) newRecurrent(layers []int) (*recurrent, error) {
 	n := c.cfg.Sequences
-	r := &recurrent{slotSeq: make([]int, n), slotOf: map[int]int{}, fresh: make([]bool, n)}
+	r := &recurrent{fresh: make([]bool, n)}
 	for i := range r.states {
 		r.states[i] = make([]ml.Tensor, len(c.cfg.Layers))
 		r.shapes[i] = make([][]int, len(c.cfg.Layers))
@@ -75,37 +73,18 @@ func (r *recurrent) close() {
 }
 
 func (r *recurrent) clear() {
-	for i := range r.slotSeq {
-		r.slotSeq[i] = -1
+	for i := range r.fresh {
 		r.fresh[i] = true
 	}
-	clear(r.slotOf)
 }
 
-func (r *recurrent) release(seq int) {
-	if s, ok := r.slotOf[seq]; ok {
-		r.slotSeq[s] = -1
-		r.fresh[s] = true
-		delete(r.slotOf, seq)
-	}
-}
+// release marks slot s's states stale (its sequence is gone).
+func (r *recurrent) release(s int) { r.fresh[s] = true }
 
-// prepare finds (or takes) the slots of the batch's sequences. The cache
-// has checked that the sequences fit.
-func (r *recurrent) prepare(u *Ubatch) {
-	r.ids, r.keep, r.newSlots, r.anyFresh = r.ids[:0], r.keep[:0], r.newSlots[:0], false
-	for _, seq := range u.Seqs {
-		s, ok := r.slotOf[seq]
-		if !ok {
-			for i, q := range r.slotSeq {
-				if q < 0 {
-					s = i
-					break
-				}
-			}
-			r.slotSeq[s], r.slotOf[seq] = seq, s
-			r.newSlots = append(r.newSlots, s)
-		}
+// prepare records the slots of the batch's sequences.
+func (r *recurrent) prepare(slots []int) {
+	r.ids, r.keep, r.anyFresh = r.ids[:0], r.keep[:0], false
+	for _, s := range slots {
 		r.ids = append(r.ids, int32(s))
 		k := float32(1)
 		if r.fresh[s] {
@@ -127,17 +106,11 @@ func (r *recurrent) commit() {
 	for _, s := range r.ids {
 		r.fresh[s] = false
 	}
-	r.newSlots = r.newSlots[:0]
 }
 
-func (r *recurrent) rollback() {
-	for _, s := range r.newSlots {
-		delete(r.slotOf, r.slotSeq[s])
-		r.slotSeq[s] = -1
-		r.fresh[s] = true
-	}
-	r.newSlots = r.newSlots[:0]
-}
+// rollback: a failed graph may have written some of the batch's states;
+// the cache forgets those sequences, which marks their slots stale.
+func (r *recurrent) rollback() {}
 
 // get gathers state `which` of layer for the batch's sequences, zeroing
 // those that start fresh: [shape..., sequences].

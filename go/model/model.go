@@ -9,14 +9,21 @@ import (
 
 	"ggmlrs/ml"
 	"ggmlrs/model/decoder"
+	"ggmlrs/model/gptoss"
 	"ggmlrs/model/llama"
+	"ggmlrs/model/qwen3next"
 )
 
 // constructors by general.architecture.
 var constructors = map[string]func(ml.Backend) (*decoder.Model, error){
-	"llama":    func(b ml.Backend) (*decoder.Model, error) { return llama.New(b, llama.Llama) },
-	"qwen3":    func(b ml.Backend) (*decoder.Model, error) { return llama.New(b, llama.Qwen3) },
-	"qwen3moe": func(b ml.Backend) (*decoder.Model, error) { return llama.New(b, llama.Qwen3MoE) },
+	"llama":     func(b ml.Backend) (*decoder.Model, error) { return llama.New(b, llama.Llama) },
+	"qwen3":     func(b ml.Backend) (*decoder.Model, error) { return llama.New(b, llama.Qwen3) },
+	"qwen3moe":  func(b ml.Backend) (*decoder.Model, error) { return llama.New(b, llama.Qwen3MoE) },
+	"gpt-oss":   gptoss.New,
+	"gptoss":    gptoss.New, // Ollama's converter's name
+	"qwen3next": qwen3next.New,
+	"qwen35":    qwen3next.New,
+	"qwen35moe": qwen3next.New,
 }
 
 // Architectures lists the supported architectures.

@@ -20,6 +20,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime/pprof"
 	"strings"
 )
 
@@ -60,7 +61,29 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "\nRun ggml-rs COMMAND -h for a command's flags.")
 }
 
-func main() { os.Exit(run(os.Args[1:])) }
+func main() { os.Exit(profiled(func() int { return run(os.Args[1:]) })) }
+
+// profiled runs f, writing a Go CPU profile to the file named by
+// GGML_RS_CPUPROFILE when it is set (for finding where time goes outside
+// ggml's kernels: graph building, cache bookkeeping).
+func profiled(f func() int) int {
+	path := os.Getenv("GGML_RS_CPUPROFILE")
+	if path == "" {
+		return f()
+	}
+	out, err := os.Create(path)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "ggml-rs: GGML_RS_CPUPROFILE: %v\n", err)
+		return f()
+	}
+	defer out.Close()
+	if err := pprof.StartCPUProfile(out); err != nil {
+		fmt.Fprintf(os.Stderr, "ggml-rs: GGML_RS_CPUPROFILE: %v\n", err)
+		return f()
+	}
+	defer pprof.StopCPUProfile()
+	return f()
+}
 
 // run executes a command line and returns the exit status.
 func run(args []string) (status int) {

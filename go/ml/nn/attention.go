@@ -79,16 +79,36 @@ func (a *Attention) Forward(ctx ml.Context, x ml.Tensor, b *Batch, layer int) ml
 	k = a.RoPE.Apply(ctx, k, b.Positions)
 
 	b.Cache.Put(ctx, layer, k, v)
-	kc, vc, mask := b.Cache.Get(ctx, layer)
 	scale := a.Scale
 	if scale == 0 {
 		scale = 1 / math.Sqrt(float64(hd))
 	}
-	sdpa, ok := q.(ml.ScaledDotProductAttention)
-	if !ok {
-		panic(fmt.Errorf("nn: the backend's tensors have no ScaledDotProductAttention"))
+	attend := func(q ml.Tensor, seq int) ml.Tensor {
+		kc, vc, mask := b.Cache.Get(ctx, layer, seq)
+		sdpa, ok := q.(ml.ScaledDotProductAttention)
+		if !ok {
+			panic(fmt.Errorf("nn: the backend's tensors have no ScaledDotProductAttention"))
+		}
+		return sdpa.ScaledDotProductAttention(ctx, kc, vc, mask, a.Sinks, nil, scale, true)
 	}
-	out := sdpa.ScaledDotProductAttention(ctx, kc, vc, mask, a.Sinks, nil, scale, true).Reshape(ctx, hd*a.Heads, n)
+	var out ml.Tensor
+	if b.Seqs <= 1 {
+		out = attend(q, 0)
+	} else {
+		// Several sequences: each one's queries attend to its own cells,
+		// as llama.cpp's per-sequence KV streams do (its CPU kernels pick
+		// their path and precision by the rows of one stream).
+		t := b.SeqTokens
+		for s := 0; s < b.Seqs; s++ {
+			o := attend(q.View(ctx, s*t*q.Stride(2), hd, q.Stride(1), a.Heads, q.Stride(2), t), s)
+			if out == nil {
+				out = o
+			} else {
+				out = out.Concat(ctx, o, 2)
+			}
+		}
+	}
+	out = out.Reshape(ctx, hd*a.Heads, n)
 	if gate != nil {
 		out = out.Mul(ctx, gate.Contiguous(ctx, hd*a.Heads, n).Sigmoid(ctx))
 	}

@@ -17,8 +17,10 @@ type KVCache interface {
 	// [valueDim, kvHeads, n] of layer.
 	Put(ctx ml.Context, layer int, key, value ml.Tensor)
 	// Get returns the layer's cached keys and values (the batch's
-	// included) and the batch's attention mask.
-	Get(ctx ml.Context, layer int) (key, value, mask ml.Tensor)
+	// included) that sequence seq of the batch (an index into its
+	// sequences) attends to, and the mask of its tokens (the whole batch's
+	// when it has one sequence).
+	Get(ctx ml.Context, layer, seq int) (key, value, mask ml.Tensor)
 }
 
 // RecurrentCache is what a delta-net layer needs of a cache.

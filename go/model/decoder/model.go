@@ -139,8 +139,8 @@ func (m *Model) Forward(cache *kvcache.Cache, tokens []int32, all bool) ([][]flo
 }
 
 // ForwardBatch runs a batch of sequences' tokens through the model, in
-// ubatches of at most maxBatch tokens (cut as llama.cpp's split_equal when
-// the model has recurrent layers, else split_simple), and returns per
+// ubatches of at most maxBatch tokens (cut as llama.cpp's split_equal: as
+// many tokens of each sequence in a ubatch, at least one), and returns per
 // sequence the logits of its every token (all) or of its last one.
 func (m *Model) ForwardBatch(cache *kvcache.Cache, batch []kvcache.Sequence, all bool, maxBatch int) ([][][]float32, error) {
 	if len(batch) == 0 {
@@ -166,7 +166,10 @@ func (m *Model) ForwardBatch(cache *kvcache.Cache, batch []kvcache.Sequence, all
 	for i, s := range batch {
 		left[i] = len(s.Tokens)
 	}
-	for _, ub := range kvcache.Split(batch, maxBatch, m.Recurrent()) {
+	// Equal ubatches (as many tokens of each sequence) always: recurrent
+	// layers need them, and they are what llama.cpp computes with one KV
+	// stream per sequence (for one sequence they are the simple split).
+	for _, ub := range kvcache.Split(batch, maxBatch, true) {
 		// The rows whose logits are wanted: all, or each sequence's last.
 		var rows []int32
 		r := 0
@@ -249,6 +252,8 @@ func (m *Model) forward(cache *kvcache.Cache, ub *kvcache.Ubatch, rows []int32) 
 	b := &nn.Batch{Positions: pos, Tokens: n, Cache: cache}
 	if ub.Equal {
 		b.Seqs, b.SeqTokens = len(ub.Seqs), ub.SeqTokens
+	} else {
+		b.Seqs, b.SeqTokens = 1, n
 	}
 	var keepRows ml.Tensor
 	if len(rows) < n {

@@ -97,6 +97,22 @@ pub fn targets(name: &str, blocks: usize, has_output: bool) -> Result<Vec<Target
 /// True for mixture-of-experts expert weights (`ffn_up_exps`,
 /// `ffn_gate_exps`, `ffn_down_exps`, `ffn_gate_up_exps`, and their biases
 /// and scales), which the CPU-experts option keeps in host memory.
+/// Whether a layer tensor is a matrix that matmuls read (and so may be
+/// repacked for them): a `.weight` that is not a norm, an embedding, a
+/// convolution kernel or a per-head vector (`ssm_a`, `ssm_dt`, `ssm_d`,
+/// `attn_sinks`). Biases are added, never multiplied.
+pub fn is_matmul_weight(name: &str) -> bool {
+    let Some(base) = name.strip_suffix(".weight") else {
+        return false;
+    };
+    let last = base.rsplit('.').next().unwrap_or(base);
+    !(last.ends_with("norm")
+        || last.contains("embd")
+        || last.contains("embed")
+        || last.starts_with("ssm_conv")
+        || matches!(last, "ssm_a" | "ssm_d" | "ssm_dt" | "attn_sinks" | "rope_freqs" | "token_types"))
+}
+
 pub fn is_expert_tensor(name: &str) -> bool {
     name.split('.').any(|p| p.starts_with("ffn_") && p.ends_with("_exps"))
 }

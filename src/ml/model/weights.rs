@@ -99,18 +99,29 @@ impl BuftChooser {
         BuftChooser { cpu_dev, cpu_buft, extra, probe }
     }
 
-    /// The buffer type for a CPU-resident weight. Only plain 2-D matrices
-    /// used by matmuls are candidates for repacking (embeddings are read with
-    /// get_rows, which repacked layouts do not support).
+    /// The buffer type for a CPU-resident weight. Only the weights that
+    /// matmuls read are candidates for repacking (see
+    /// [`placement::is_matmul_weight`]: embeddings are read with get_rows,
+    /// convolution kernels with ssm_conv, neither of which can read a
+    /// repacked layout): 2-D matrices, probed with a MUL_MAT, and 3-D
+    /// mixture-of-experts matrices, probed with the MUL_MAT_ID that reads
+    /// them (as llama.cpp chooses by the op that uses each weight).
     pub fn cpu_buft_for(&self, info: &TensorInfo, candidate: bool) -> sys::ggml_backend_buffer_type_t {
-        if !candidate || self.extra.is_empty() || self.probe.is_null() || info.n_dims != 2 {
+        if !candidate || self.extra.is_empty() || self.probe.is_null() || !(info.n_dims == 2 || info.n_dims == 3) {
             return self.cpu_buft;
         }
         unsafe {
             sys::ggml_reset(self.probe);
             let w = sys::ggml_new_tensor(self.probe, info.dtype, 4, info.ne.as_ptr());
-            let x = sys::ggml_new_tensor_2d(self.probe, sys::GGML_TYPE_F32, info.ne[0], 32);
-            let op = sys::ggml_mul_mat(self.probe, w, x);
+            let op = if info.n_dims == 2 {
+                let x = sys::ggml_new_tensor_2d(self.probe, sys::GGML_TYPE_F32, info.ne[0], 32);
+                sys::ggml_mul_mat(self.probe, w, x)
+            } else {
+                let used = info.ne[2].clamp(1, 8);
+                let x = sys::ggml_new_tensor_3d(self.probe, sys::GGML_TYPE_F32, info.ne[0], 1, 32);
+                let ids = sys::ggml_new_tensor_2d(self.probe, sys::GGML_TYPE_I32, used, 32);
+                sys::ggml_mul_mat_id(self.probe, w, x, ids)
+            };
             for &buft in &self.extra {
                 // The extra types decide from the weight's buffer type, so
                 // give the probe weight an empty buffer of that type.
@@ -182,7 +193,7 @@ pub(crate) fn create(gguf: &Gguf, blocks: usize, t: &Targets, memory: &mut Memor
                     let expert_on_cpu = placement::is_expert_tensor(&target.name) && t.layout.cpu_expert_layers.contains(&l);
                     match dev {
                         Some(d) if !expert_on_cpu => (d, Some(l), false),
-                        _ => (t.cpu_device, Some(l), true),
+                        _ => (t.cpu_device, Some(l), placement::is_matmul_weight(&target.name)),
                     }
                 }
             };

@@ -173,6 +173,31 @@ func (r *Reader) PerLayer(k string, n, def int) []int {
 	return out
 }
 
+// Ints reads integer array key k (of any integer type, any length; nil
+// when absent or not an integer array).
+func (r *Reader) Ints(k string) []int {
+	var out []int
+	switch a := r.c.Value(r.Key(k)).(type) {
+	case []uint32:
+		for _, x := range a {
+			out = append(out, int(min(x, maxValue)))
+		}
+	case []int32:
+		for _, x := range a {
+			out = append(out, int(x))
+		}
+	case []uint64:
+		for _, x := range a {
+			out = append(out, int(min(x, maxValue)))
+		}
+	case []int64:
+		for _, x := range a {
+			out = append(out, int(max(min(x, maxValue), -maxValue)))
+		}
+	}
+	return out
+}
+
 // Bools reads a boolean array key of n entries (nil when absent).
 func (r *Reader) Bools(k string, n int) []bool {
 	v := r.c.Value(r.Key(k))

@@ -1,0 +1,199 @@
+// Package gptoss is llama.cpp's "gpt-oss" architecture (OpenAI's
+// gpt-oss; C++ class openai-moe): grouped-query attention with biases,
+// per-head attention sinks and YaRN RoPE, alternating sliding-window and
+// full layers, and a mixture of experts with biases and a clamped SwiGLU.
+//
+// It reads llama.cpp's GGUF layout (arch "gpt-oss") and Ollama's (arch
+// "gptoss": attn_out, ffn_norm, attn_sinks without .weight, YaRN implied
+// by rope.scaling.original_context_length, no expert_feed_forward_length).
+package gptoss
+
+import (
+	"fmt"
+	"math"
+
+	"ggmlrs/kvcache"
+	"ggmlrs/ml"
+	"ggmlrs/ml/nn"
+	"ggmlrs/ml/nn/rope"
+	"ggmlrs/model/decoder"
+	"ggmlrs/model/internal/load"
+)
+
+// The clamped SwiGLU of the experts: x = min(gate, Limit), y = clamp(up,
+// ±Limit); out = x·sigmoid(Alpha·x)·(y + 1) (hard-coded in llama.cpp).
+const (
+	swigluAlpha = 1.702
+	swigluLimit = 7.0
+)
+
+// Hyper are gpt-oss's hyperparameters.
+type Hyper struct {
+	Hidden, Layers, Heads, KVHeads, HeadDim, RopeDim, Context, Vocab int
+	Experts, ExpertsUsed, ExpertFF                                   int
+	Window                                                           int
+	SWA                                                              []bool // per layer: sliding-window attention
+	Eps, RopeBase, RopeBaseSWA, RopeScale                            float32
+	Yarn                                                             bool
+	YarnOrigCtx                                                      int
+	YarnBetaFast, YarnBetaSlow, YarnAttnFactor                       float32
+}
+
+// ReadHyper reads the hyperparameters of a gpt-oss model (either
+// converter's keys).
+func ReadHyper(b ml.Backend) (Hyper, error) {
+	c := b.Config()
+	arch := c.Architecture()
+	if arch != "gpt-oss" && arch != "gptoss" {
+		return Hyper{}, fmt.Errorf("gpt-oss: the model's architecture is %q", arch)
+	}
+	r := load.NewReader(c, arch)
+	h := Hyper{
+		Hidden:      r.Need("embedding_length"),
+		Layers:      r.Need("block_count") - r.Int("nextn_predict_layers", 0),
+		Heads:       r.Need("attention.head_count"),
+		Context:     r.Int("context_length", 4096),
+		Vocab:       r.Vocab(),
+		Experts:     r.Need("expert_count"),
+		ExpertsUsed: r.Need("expert_used_count"),
+		Window:      r.Need("attention.sliding_window"),
+		Eps:         r.Float("attention.layer_norm_rms_epsilon", 1e-5),
+		RopeBase:    r.Float("rope.freq_base", 10000),
+	}
+	h.KVHeads = r.Int("attention.head_count_kv", h.Heads)
+	h.HeadDim = r.HeadDim(h.Hidden, h.Heads)
+	h.RopeDim = r.Int("rope.dimension_count", h.HeadDim)
+	h.RopeBaseSWA = r.Float("rope.freq_base_swa", h.RopeBase)
+	h.ExpertFF = r.Int("expert_feed_forward_length", 0)
+	if h.ExpertFF == 0 {
+		// Ollama's converter writes no expert length: take the tensor's.
+		if t := b.Get("blk.0.ffn_gate_exps.weight"); t != nil {
+			h.ExpertFF = t.Dim(1)
+		}
+	}
+	r.Positive("expert_feed_forward_length", h.ExpertFF)
+	r.Experts(h.Experts, h.ExpertsUsed)
+	r.Heads(h.Heads, h.KVHeads)
+	r.RopeDim(h.RopeDim, h.HeadDim)
+	if h.Layers <= 0 {
+		r.Fail("%s minus %s leaves no layers", r.Key("block_count"), r.Key("nextn_predict_layers"))
+	}
+
+	// YaRN: rope.scaling.type yarn (llama.cpp), or absent with an original
+	// context length given (Ollama's converter writes no type).
+	typ := r.String("rope.scaling.type", "")
+	h.Yarn = typ == "yarn" || (typ == "" && r.Has("rope.scaling.original_context_length"))
+	h.RopeScale = 1
+	if f := r.Float("rope.scaling.factor", 0); f > 0 && (h.Yarn || typ == "linear") {
+		h.RopeScale = 1 / f
+	}
+	h.YarnOrigCtx = r.Int("rope.scaling.original_context_length", h.Context)
+	h.YarnBetaFast = r.Float("rope.scaling.yarn_beta_fast", 32)
+	h.YarnBetaSlow = r.Float("rope.scaling.yarn_beta_slow", 1)
+	// llama.cpp's attention factor: get_mscale(factor)/(1 + 0.1·ln factor)
+	// (= 1) times rope.scaling.attn_factor; ggml applies the YaRN
+	// magnitude scale itself.
+	h.YarnAttnFactor = r.Float("rope.scaling.attn_factor", 1)
+
+	// Sliding-window layers: an explicit per-layer array, or a pattern of
+	// n layers whose last is full (default 2: even layers slide).
+	if r.Has("attention.sliding_window_pattern") {
+		if a := r.Bools("attention.sliding_window_pattern", h.Layers); a != nil {
+			h.SWA = a
+		}
+	}
+	if h.SWA == nil {
+		n := r.Int("attention.sliding_window_pattern", 2)
+		h.SWA = make([]bool, h.Layers)
+		for i := range h.SWA {
+			h.SWA[i] = n == 0 || i%n < n-1
+		}
+	}
+	return h, r.Err()
+}
+
+// New reads a gpt-oss model from a backend opened on its GGUF file.
+func New(b ml.Backend) (*decoder.Model, error) {
+	h, err := ReadHyper(b)
+	if err != nil {
+		return nil, err
+	}
+	arch := b.Config().Architecture()
+	w := load.NewWeights(b, arch)
+	d, hd, E, ff := h.Hidden, h.HeadDim, h.Experts, h.ExpertFF
+	m := decoder.New(b, "gpt-oss")
+	m.Hidden, m.Vocab, m.Context, m.Eps, m.Window = d, h.Vocab, h.Context, h.Eps, h.Window
+	m.TokEmb, m.OutNorm, m.Output = w.Embeddings(d, h.Vocab)
+
+	// One of two names (llama.cpp's first, then Ollama's).
+	either := func(a, b string, shape ...int) ml.Tensor {
+		if t := w.Opt(a, shape...); t != nil {
+			return t
+		}
+		return w.Get(b, shape...)
+	}
+	eitherOpt := func(a, b string, shape ...int) ml.Tensor {
+		if t := w.Opt(a, shape...); t != nil {
+			return t
+		}
+		return w.Opt(b, shape...)
+	}
+	for i := 0; i < h.Layers; i++ {
+		p := fmt.Sprintf("blk.%d.", i)
+		opts := []func(*rope.Options){rope.WithTypeNeoX()}
+		if h.Yarn {
+			opts = append(opts,
+				rope.WithOriginalContextLength(h.YarnOrigCtx),
+				rope.WithExtrapolationFactor(1),
+				rope.WithAttentionFactor(h.YarnAttnFactor),
+				rope.WithBetaFast(h.YarnBetaFast),
+				rope.WithBetaSlow(h.YarnBetaSlow))
+		}
+		base := h.RopeBase
+		spec := kvcache.LayerSpec{Kind: kvcache.Attention, KeyDim: hd, ValueDim: hd, KVHeads: h.KVHeads}
+		if h.SWA[i] {
+			base = h.RopeBaseSWA
+			spec.Kind = kvcache.SlidingWindow
+		}
+		a := &nn.Attention{
+			Q:       nn.Linear{Weight: w.Get(p+"attn_q.weight", d, hd*h.Heads), Bias: w.Opt(p+"attn_q.bias", hd*h.Heads)},
+			K:       nn.Linear{Weight: w.Get(p+"attn_k.weight", d, hd*h.KVHeads), Bias: w.Opt(p+"attn_k.bias", hd*h.KVHeads)},
+			V:       nn.Linear{Weight: w.Get(p+"attn_v.weight", d, hd*h.KVHeads), Bias: w.Opt(p+"attn_v.bias", hd*h.KVHeads)},
+			Output:  nn.Linear{Weight: either(p+"attn_output.weight", p+"attn_out.weight", hd*h.Heads, d), Bias: eitherOpt(p+"attn_output.bias", p+"attn_out.bias", d)},
+			Sinks:   either(p+"attn_sinks.weight", p+"attn_sinks", h.Heads),
+			Heads:   h.Heads,
+			KVHeads: h.KVHeads,
+			HeadDim: hd,
+			Scale:   1 / sqrtF(h.RopeDim),
+			RoPE:    nn.RoPE{Dim: h.RopeDim, Base: base, Scale: h.RopeScale, Options: opts},
+		}
+		moe := &nn.MoE{
+			Router:   nn.Linear{Weight: w.Get(p+"ffn_gate_inp.weight", d, E), Bias: w.Opt(p+"ffn_gate_inp.bias", E)},
+			Gate:     w.Get(p+"ffn_gate_exps.weight", d, ff, E),
+			Up:       w.Get(p+"ffn_up_exps.weight", d, ff, E),
+			Down:     w.Get(p+"ffn_down_exps.weight", ff, d, E),
+			GateBias: w.Opt(p+"ffn_gate_exps.bias", ff, E),
+			UpBias:   w.Opt(p+"ffn_up_exps.bias", ff, E),
+			DownBias: w.Opt(p+"ffn_down_exps.bias", d, E),
+			Experts:  E,
+			Used:     h.ExpertsUsed,
+			Gating:   nn.GatingSoftmaxWeight,
+			OAI:      true,
+			Alpha:    swigluAlpha,
+			Limit:    swigluLimit,
+		}
+		m.Blocks = append(m.Blocks, decoder.Block{
+			AttnNorm: w.Get(p+"attn_norm.weight", d),
+			Mixer:    a,
+			FFNNorm:  either(p+"post_attention_norm.weight", p+"ffn_norm.weight", d),
+			FFN:      moe,
+			Cache:    spec,
+		})
+	}
+	if err := w.Err(); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+func sqrtF(n int) float64 { return math.Sqrt(float64(n)) }

@@ -1,0 +1,347 @@
+// Package qwen3next is the hybrid architectures of the Qwen3-Next family:
+// llama.cpp's "qwen3next", "qwen35" (Qwen3.5, dense) and "qwen35moe"
+// (Qwen3.5-MoE). Their layers alternate gated delta-net linear attention
+// (recurrent) with gated full attention (every full_attention_interval-th
+// layer), each followed by a feed-forward network: a mixture of experts
+// with a gated shared expert (qwen3next, qwen35moe) or a dense SwiGLU
+// (qwen35). Qwen3.5 rotates positions with interleaved multi-section RoPE
+// and keeps its value heads tiled; Qwen3-Next uses NeoX RoPE and grouped
+// value heads.
+//
+// Both converters' GGUF layouts load: llama.cpp's (scalar
+// attention.head_count_kv, full_attention_interval or
+// attention.recurrent_layers, rope.dimension_sections of 4, ssm_dt.bias,
+// MTP blocks counted in block_count with nextn_predict_layers) and
+// Ollama's (a per-layer head_count_kv array whose zeros mark recurrent
+// layers, sections of 3 or under mrope_sections, ssm_dt, a Qwen3-Next
+// model tagged qwen35moe). The MTP (nextn) blocks are read by the MTP
+// draft model, not here.
+package qwen3next
+
+import (
+	"fmt"
+
+	"ggmlrs/kvcache"
+	"ggmlrs/ml"
+	"ggmlrs/ml/nn"
+	"ggmlrs/ml/nn/rope"
+	"ggmlrs/model/decoder"
+	"ggmlrs/model/internal/load"
+)
+
+// Hyper are the hyperparameters of the family.
+type Hyper struct {
+	Hidden, Layers, NextN, Heads, HeadDim, RopeDim, Context, Vocab int
+	KVHeads                                                        int
+	Recurrent                                                      []bool // per main layer
+	Sections                                                       []int  // multi-section RoPE (qwen35*), nil for NeoX
+	Eps, RopeBase, RopeScale                                       float32
+
+	FeedForward                    int // dense FFN (qwen35)
+	Experts, ExpertsUsed, ExpertFF int
+	SharedFF                       int
+	NormTopK                       bool
+	ConvKernel, Inner, StateSize   int // ssm.conv_kernel, ssm.inner_size, ssm.state_size
+	VHeads, KHeads                 int // ssm.time_step_rank, ssm.group_count
+	VLayout                        ml.HeadLayout
+	MoE                            bool
+}
+
+// ReadHyper reads the hyperparameters of a model of the family.
+func ReadHyper(b ml.Backend) (Hyper, error) {
+	c := b.Config()
+	arch := c.Architecture()
+	if arch != "qwen3next" && arch != "qwen35" && arch != "qwen35moe" {
+		return Hyper{}, fmt.Errorf("qwen3next: the model's architecture is %q (qwen3next, qwen35 or qwen35moe)", arch)
+	}
+	r := load.NewReader(c, arch)
+	all := r.Need("block_count")
+	h := Hyper{
+		Hidden:      r.Need("embedding_length"),
+		NextN:       r.Int("nextn_predict_layers", 0),
+		Heads:       r.Need("attention.head_count"),
+		Context:     r.Int("context_length", 4096),
+		Vocab:       r.Vocab(),
+		Eps:         r.Float("attention.layer_norm_rms_epsilon", 1e-6),
+		RopeBase:    r.Float("rope.freq_base", 10000),
+		RopeScale:   r.RopeScale(),
+		FeedForward: r.Int("feed_forward_length", 0),
+		ConvKernel:  r.Need("ssm.conv_kernel"),
+		Inner:       r.Need("ssm.inner_size"),
+		StateSize:   r.Need("ssm.state_size"),
+		VHeads:      r.Need("ssm.time_step_rank"),
+		KHeads:      r.Need("ssm.group_count"),
+	}
+	h.Layers = all - h.NextN
+	if h.Layers <= 0 {
+		r.Fail("%s = %d leaves no layers after %s = %d", r.Key("block_count"), all, r.Key("nextn_predict_layers"), h.NextN)
+		return h, r.Err()
+	}
+	h.HeadDim = r.HeadDim(h.Hidden, h.Heads)
+	h.RopeDim = r.Int("rope.dimension_count", h.HeadDim)
+	r.RopeDim(h.RopeDim, h.HeadDim)
+
+	// Which layers are recurrent: attention.recurrent_layers; else
+	// Ollama's per-layer head_count_kv array (0: recurrent); else every
+	// full_attention_interval-th layer is attention (default 4).
+	kv := r.PerLayer("attention.head_count_kv", all, h.Heads)
+	h.Recurrent = make([]bool, h.Layers)
+	switch {
+	case r.Has("attention.recurrent_layers"):
+		rec := r.PerLayer("attention.recurrent_layers", all, 0)
+		for i := range h.Recurrent {
+			h.Recurrent[i] = rec[i] != 0
+		}
+	case isArray(c.Value(r.Key("attention.head_count_kv"))):
+		for i := range h.Recurrent {
+			h.Recurrent[i] = kv[i] == 0
+		}
+	default:
+		n := r.Int("full_attention_interval", 4)
+		if n <= 0 {
+			r.Fail("%s must be positive", r.Key("full_attention_interval"))
+			n = 4
+		}
+		for i := range h.Recurrent {
+			h.Recurrent[i] = (i+1)%n != 0
+		}
+	}
+	for i, rec := range h.Recurrent {
+		if rec {
+			continue
+		}
+		if h.KVHeads == 0 {
+			h.KVHeads = kv[i]
+		}
+		if kv[i] != h.KVHeads {
+			r.Fail("%s: attention layers %d has %d key/value heads, another %d", r.Key("attention.head_count_kv"), i, kv[i], h.KVHeads)
+		}
+	}
+	if h.KVHeads == 0 {
+		h.KVHeads = h.Heads
+	}
+	r.Heads(h.Heads, h.KVHeads)
+
+	// RoPE: Qwen3.5 interleaves sections (rope.dimension_sections, or
+	// Ollama's 3-entry arrays and aliases); Qwen3-Next is NeoX.
+	if arch != "qwen3next" {
+		h.Sections = sections(r)
+		if h.Sections == nil {
+			r.Fail("the model's metadata lacks %s", r.Key("rope.dimension_sections"))
+		}
+		sum := 0
+		for _, s := range h.Sections {
+			if s < 0 {
+				r.Fail("%s %v has a negative section", r.Key("rope.dimension_sections"), h.Sections)
+			}
+			sum += s
+		}
+		if sum <= 0 || 2*sum > h.HeadDim {
+			r.Fail("%s %v: the sections must add up to between 1 and half the head size %d", r.Key("rope.dimension_sections"), h.Sections, h.HeadDim)
+		}
+	}
+
+	// The delta-net shapes.
+	if h.KHeads > 0 && h.VHeads%h.KHeads != 0 {
+		r.Fail("%s = %d value heads are not a multiple of %s = %d key heads", r.Key("ssm.time_step_rank"), h.VHeads, r.Key("ssm.group_count"), h.KHeads)
+	}
+	if h.VHeads > 0 && h.Inner != h.VHeads*h.StateSize {
+		r.Fail("%s = %d is not %s × %s = %d × %d", r.Key("ssm.inner_size"), h.Inner, r.Key("ssm.time_step_rank"), r.Key("ssm.state_size"), h.VHeads, h.StateSize)
+	}
+	if h.ConvKernel < 2 {
+		r.Fail("%s = %d must be at least 2", r.Key("ssm.conv_kernel"), h.ConvKernel)
+	}
+
+	// Value heads: tiled (Qwen3.5's reordered GGUFs) or grouped (Qwen3-Next's
+	// checkpoint order). An explicit key decides; else a merged beta/alpha
+	// or legacy QKVZ projection means Qwen3-Next's layout, whatever the
+	// arch says (Ollama tags Qwen3-Next qwen35moe); else the arch.
+	switch {
+	case r.Has("ssm.v_head_reordered"):
+		h.VLayout = ml.HeadsInterleaved
+		if r.Bool("ssm.v_head_reordered", false) {
+			h.VLayout = ml.HeadsTiled
+		}
+	case hasAny(b, "ssm_ba.weight", "ssm_in.weight"):
+		h.VLayout = ml.HeadsInterleaved
+	case arch == "qwen3next":
+		h.VLayout = ml.HeadsInterleaved
+	default:
+		h.VLayout = ml.HeadsTiled
+	}
+
+	// Feed-forward: experts (qwen3next, qwen35moe) or dense (qwen35).
+	h.Experts = r.Int("expert_count", 0)
+	h.MoE = h.Experts > 0
+	if arch == "qwen3next" && !h.MoE {
+		r.Fail("the model's metadata lacks %s", r.Key("expert_count"))
+	}
+	if h.MoE {
+		h.ExpertsUsed = r.Need("expert_used_count")
+		r.Experts(h.Experts, h.ExpertsUsed)
+		h.ExpertFF = r.Int("expert_feed_forward_length", 0)
+		if h.ExpertFF == 0 && h.ExpertsUsed > 0 {
+			h.ExpertFF = h.FeedForward / h.ExpertsUsed
+		}
+		r.Positive("expert_feed_forward_length", h.ExpertFF)
+		h.SharedFF = r.Int("expert_shared_feed_forward_length", h.FeedForward)
+		// llama.cpp always normalises; Ollama's converter may say.
+		h.NormTopK = r.Bool("norm_top_k_prob", true)
+	} else {
+		r.Positive("feed_forward_length", h.FeedForward)
+	}
+	return h, r.Err()
+}
+
+func isArray(v any) bool {
+	switch v.(type) {
+	case []uint32, []int32, []uint64, []int64, []uint16, []int16, []uint8, []int8:
+		return true
+	}
+	return false
+}
+
+func hasAny(b ml.Backend, suffixes ...string) bool {
+	for _, s := range suffixes {
+		for i := 0; i < 4; i++ {
+			if b.Get(fmt.Sprintf("blk.%d.%s", i, s)) != nil {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// sections reads the multi-section RoPE sections (padded to 4).
+func sections(r *load.Reader) []int {
+	for _, k := range []string{"rope.dimension_sections", "mrope_sections", "rope.mrope_section"} {
+		if !r.Has(k) {
+			continue
+		}
+		s := r.Ints(k)
+		if len(s) != 3 && len(s) != 4 {
+			r.Fail("%s must be an integer array of 3 or 4 entries", r.Key(k))
+			return nil
+		}
+		return append(s, make([]int, 4-len(s))...)
+	}
+	return nil
+}
+
+// New reads a model of the family from a backend opened on its GGUF file.
+func New(b ml.Backend) (*decoder.Model, error) {
+	h, err := ReadHyper(b)
+	if err != nil {
+		return nil, err
+	}
+	arch := b.Config().Architecture()
+	w := load.NewWeights(b, arch)
+	d, hd := h.Hidden, h.HeadDim
+	m := decoder.New(b, arch)
+	m.Hidden, m.Vocab, m.Context, m.Eps = d, h.Vocab, h.Context, h.Eps
+	m.TokEmb, m.OutNorm, m.Output = w.Embeddings(d, h.Vocab)
+
+	ropeOpts := []func(*rope.Options){rope.WithTypeNeoX()}
+	if h.Sections != nil {
+		ropeOpts = []func(*rope.Options){rope.WithInterleaveMRoPE(h.Sections)}
+		m.MultiPositions = true
+	}
+	dk, dv := h.StateSize, h.StateSize
+	kdim, vdim := h.KHeads*dk, h.VHeads*dv
+	ch := 2*kdim + vdim
+	for i := 0; i < h.Layers; i++ {
+		p := fmt.Sprintf("blk.%d.", i)
+		var mixer decoder.Mixer
+		var spec kvcache.LayerSpec
+		if h.Recurrent[i] {
+			w.Hint = "ssm.state_size, ssm.group_count, ssm.time_step_rank, ssm.conv_kernel"
+			dn := &nn.DeltaNet{
+				QKV:      w.Opt(p+"attn_qkv.weight", d, ch),
+				Z:        w.Opt(p+"attn_gate.weight", d, vdim),
+				Conv:     w.Get(p+"ssm_conv1d.weight", h.ConvKernel, ch),
+				A:        w.Get(p+"ssm_a", h.VHeads),
+				Norm:     w.Get(p+"ssm_norm.weight", dv),
+				Out:      w.Get(p+"ssm_out.weight", vdim, d),
+				KHeads:   h.KHeads,
+				VHeads:   h.VHeads,
+				HeadKDim: dk,
+				HeadVDim: dv,
+				Heads:    h.VLayout,
+				Eps:      h.Eps,
+			}
+			if dn.QKV == nil || dn.Z == nil {
+				dn.QKV, dn.Z = nil, nil
+				dn.QKVZ = w.Get(p+"ssm_in.weight", d, 2*kdim+2*vdim)
+			}
+			if dn.DtBias = w.Opt(p+"ssm_dt.bias", h.VHeads); dn.DtBias == nil {
+				dn.DtBias = w.Get(p+"ssm_dt", h.VHeads)
+			}
+			if dn.BetaAlpha = w.Opt(p+"ssm_ba.weight", d, 2*h.VHeads); dn.BetaAlpha == nil {
+				dn.Beta = w.Get(p+"ssm_beta.weight", d, h.VHeads)
+				dn.Alpha = w.Get(p+"ssm_alpha.weight", d, h.VHeads)
+			}
+			w.Hint = ""
+			mixer = dn
+			spec = kvcache.LayerSpec{Kind: kvcache.Recurrent, ConvWidth: h.ConvKernel, ConvChannels: ch,
+				StateSize: dv, StateHeads: h.VHeads}
+		} else {
+			mixer = &nn.Attention{
+				Q:       nn.Linear{Weight: w.Get(p+"attn_q.weight", d, 2*hd*h.Heads)},
+				K:       nn.Linear{Weight: w.Get(p+"attn_k.weight", d, hd*h.KVHeads)},
+				V:       nn.Linear{Weight: w.Get(p+"attn_v.weight", d, hd*h.KVHeads)},
+				Output:  nn.Linear{Weight: w.Get(p+"attn_output.weight", hd*h.Heads, d)},
+				QNorm:   w.Get(p+"attn_q_norm.weight", hd),
+				KNorm:   w.Get(p+"attn_k_norm.weight", hd),
+				Heads:   h.Heads,
+				KVHeads: h.KVHeads,
+				HeadDim: hd,
+				GatedQ:  true,
+				NormEps: h.Eps,
+				RoPE:    nn.RoPE{Dim: h.RopeDim, Base: h.RopeBase, Scale: h.RopeScale, Options: ropeOpts},
+			}
+			spec = kvcache.LayerSpec{Kind: kvcache.Attention, KeyDim: hd, ValueDim: hd, KVHeads: h.KVHeads}
+		}
+		var ffn decoder.FFN
+		if h.MoE {
+			E, eff := h.Experts, h.ExpertFF
+			moe := &nn.MoE{
+				Router:      nn.Linear{Weight: w.Get(p+"ffn_gate_inp.weight", d, E)},
+				Down:        w.Get(p+"ffn_down_exps.weight", eff, d, E),
+				Experts:     E,
+				Used:        h.ExpertsUsed,
+				Gating:      nn.GatingSoftmax,
+				NormWeights: h.NormTopK,
+			}
+			if moe.GateUp = w.Opt(p+"ffn_gate_up_exps.weight", d, 2*eff, E); moe.GateUp == nil {
+				moe.Gate = w.Get(p+"ffn_gate_exps.weight", d, eff, E)
+				moe.Up = w.Get(p+"ffn_up_exps.weight", d, eff, E)
+			}
+			if up := w.Opt(p+"ffn_up_shexp.weight", d, h.SharedFF); up != nil {
+				moe.Shared = &nn.FFN{
+					Gate: w.Get(p+"ffn_gate_shexp.weight", d, h.SharedFF),
+					Up:   up,
+					Down: w.Get(p+"ffn_down_shexp.weight", h.SharedFF, d),
+				}
+				moe.SharedGate = w.Get(p+"ffn_gate_inp_shexp.weight", d)
+			}
+			ffn = moe
+		} else {
+			ffn = &nn.FFN{
+				Gate: w.Get(p+"ffn_gate.weight", d, h.FeedForward),
+				Up:   w.Get(p+"ffn_up.weight", d, h.FeedForward),
+				Down: w.Get(p+"ffn_down.weight", h.FeedForward, d),
+			}
+		}
+		m.Blocks = append(m.Blocks, decoder.Block{
+			AttnNorm: w.Get(p+"attn_norm.weight", d),
+			Mixer:    mixer,
+			FFNNorm:  w.Get(p+"post_attention_norm.weight", d),
+			FFN:      ffn,
+			Cache:    spec,
+		})
+	}
+	if err := w.Err(); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
