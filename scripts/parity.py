@@ -2,12 +2,19 @@
 """Parity of ggml-rs's runner with llama.cpp on generated models.
 
   parity.py golden   runs the reference (tools/llama-ref) on every generated
-                     model and writes tests/golden/ref_<model>.json: the
+                     small model and writes tests/golden/ref_<model>.json: the
                      last-position logits of three fixed token sequences and a
-                     64-token greedy continuation.
+                     64-token greedy continuation (llama.cpp's defaults: flash
+                     attention auto, i.e. on, n_ubatch 512); "cases": the same
+                     three sequences with flash attention on and off and the
+                     prompt computed in physical batches (n_ubatch) of 1, 7,
+                     32 and 512 tokens; "parallel": two sequences of different
+                     lengths in one llama_decode (-seqs), flash attention on
+                     and off.
   parity.py check    runs the reference again and compares it with the golden
                      files; then, when go/bin/ggml-rs answers `logits`, compares
-                     ours with the golden files too.
+                     ours with the golden files too (the cases and parallel
+                     batches only when its `logits -h` mentions -seqs).
 
   parity.py tokens-golden
                      runs the reference's tokenizer (llama_tokenize, vocab-only)
@@ -20,9 +27,16 @@
                      `check` compares both programs' tokenizers with them.
 
 The CLI contract both programs follow:
-  PROG logits [-all] [-decode N] [-t N] [-fa on|off|auto] MODEL TOKEN...
+  PROG logits [-all] [-decode N] [-ubatch N] [-t N] [-fa on|off|auto] MODEL TOKEN...
       ->  JSON {"n_vocab", "tokens", "logits": last-position row, or with -all
-      one row per position}; with -decode N the last N tokens go one at a time
+      one row per position}; with -decode N the last N tokens go one at a time;
+      -ubatch N: the prompt (one logical batch) is computed N tokens at a time
+      (llama.cpp's n_ubatch; default 512)
+  PROG logits -seqs [-ubatch N] [-t N] [-fa on|off|auto] MODEL SEQ...
+      ->  JSON {"n_vocab", "sequences": [[ids]...], "logits": [[last-position
+      row of each sequence]...]}: each SEQ (comma-separated ids) is one
+      sequence; all of them go in one batch (sequence 0's tokens first,
+      positions from 0 in each, sequence ids 0..k-1)
   PROG greedy -n 64 [-t N] MODEL TOKEN...   ->  JSON {"prompt", "tokens"}
       (the reference only)
   PROG tokenize -batch FILE MODEL  ->  JSON {"n_vocab", "results": [{"plain",
@@ -47,8 +61,14 @@ import subprocess
 import sys
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-MODELS = [f"{a}-small-{t}" for a in ("llama", "qwen3") for t in ("f16", "q8_0", "q4_0")]
+ARCHS = ("llama", "qwen3", "qwen3moe", "gpt-oss", "qwen3next", "qwen35", "qwen35moe")
+MODELS = [f"{a}-small-{t}" for a in ARCHS for t in ("f16", "q8_0", "q4_0")]
 N_GREEDY = 64
+# The "cases": every sequence with flash attention on and off, the prompt in
+# physical batches of these many tokens (1: token by token; 7: ragged; 32;
+# 512: the whole prompt, llama.cpp's default).
+CASE_FA = ("on", "off")
+CASE_UBATCH = (1, 7, 32, 512)
 
 # Tolerances. The reference against its own golden file: the same program on
 # the same sources, so only a different CPU (ISA paths, thread split) moves it.
@@ -60,6 +80,9 @@ REF_TOL = 1e-2
 # reference to its print precision, about 5e-6; without flash attention,
 # unlike the reference, the difference is 6e-3 on F16 and 0.17 on Q8_0/Q4_0),
 # top-1 on all three, and the least teacher-forced greedy top-1 agreement.
+# The same bound and top-1 hold for every "cases" entry (each flash
+# attention setting and n_ubatch) and every "parallel" batch: ours is run
+# with the same -fa and -ubatch, so it takes the same kernel paths.
 OURS_TOL = {"f16": 2e-3, "q8_0": 2e-3, "q4_0": 2e-3}
 OURS_MIN_TOP1 = 0.95
 # The reference runs with its default -fa auto, which llama.cpp resolves to
@@ -78,6 +101,24 @@ def sequences(vocab: int):
             seq.append(3 + (x >> 8) % (vocab - 6))
         out.append(seq)
     return out
+
+
+def parallel_sequences(vocab: int):
+    """Two sequences of different lengths (23 and 57 tokens) for one batch of
+    two sequences, made like sequences() from another seed."""
+    x = 54321
+    out = []
+    for n in (23, 57):
+        seq = []
+        for _ in range(n):
+            x = (x * 1103515245 + 12345) % 2**31
+            seq.append(3 + (x >> 8) % (vocab - 6))
+        out.append(seq)
+    return out
+
+
+def round6(row):
+    return [float(f"{v:.6g}") for v in row]
 
 
 def sha256(path):
@@ -254,8 +295,23 @@ def golden(a):
         rows = []
         for s in seqs:
             r = run_json(a.ref, ["logits", "-t", str(a.t), path] + [str(t) for t in s])
-            rows.append({"tokens": s, "logits": [float(f"{v:.6g}") for v in r["logits"]]})
+            rows.append({"tokens": s, "logits": round6(r["logits"])})
         g = run_json(a.ref, ["greedy", "-n", str(N_GREEDY), "-t", str(a.t), path] + [str(t) for t in seqs[0]])
+        cases = []
+        for fa in CASE_FA:
+            for ub in CASE_UBATCH:
+                case_rows = []
+                for s in seqs:
+                    r = run_json(a.ref, ["logits", "-fa", fa, "-ubatch", str(ub), "-t", str(a.t), path] +
+                                 [str(t) for t in s])
+                    case_rows.append(round6(r["logits"]))
+                cases.append({"fa": fa, "ubatch": ub, "logits": case_rows})
+        par_seqs = parallel_sequences(probe["n_vocab"])
+        parallel = []
+        for fa in CASE_FA:
+            r = run_json(a.ref, ["logits", "-seqs", "-fa", fa, "-t", str(a.t), path] +
+                         [",".join(map(str, s)) for s in par_seqs])
+            parallel.append({"fa": fa, "sequences": par_seqs, "logits": [round6(x) for x in r["logits"]]})
         doc = {
             "model": m,
             "made_by": "scripts/parity.py golden (make parity-golden)",
@@ -265,6 +321,14 @@ def golden(a):
             "n_vocab": probe["n_vocab"],
             "sequences": rows,
             "greedy": {"prompt": seqs[0], "n": N_GREEDY, "tokens": g["tokens"]},
+            "cases_note": "the three sequences' last-position logits (rows in the order of \"sequences\") "
+                          "with flash attention on/off and the prompt computed in physical batches of "
+                          "ubatch tokens (llama_context n_ubatch; n_batch the whole prompt)",
+            "cases": cases,
+            "parallel_note": "two sequences in one llama_decode (sequence 0's tokens first, positions "
+                             "from 0 in each, seq ids 0 and 1, n_ubatch 512): the last-position logits "
+                             "of each",
+            "parallel": parallel,
         }
         out = os.path.join(a.golden, f"ref_{m}.json")
         with open(out, "w") as f:
@@ -273,17 +337,44 @@ def golden(a):
         print(f"parity: wrote {os.path.relpath(out, ROOT)} (greedy {g['tokens'][:8]}...)")
 
 
-def compare_logits(prog, path, doc, t, extra=()):
-    """Largest |difference| and top-1 agreement of prog's last-position logits."""
+def rows_diff(got_rows, want_rows):
+    """Largest |difference| and top-1 agreement of rows of logits."""
+    if len(got_rows) != len(want_rows):
+        raise RuntimeError(f"{len(got_rows)} rows of logits, want {len(want_rows)}")
     worst, top1 = 0.0, 0
-    for s in doc["sequences"]:
-        r = run_json(prog, ["logits", "-t", str(t), *extra, path] + [str(x) for x in s["tokens"]])
-        got, want = r["logits"], s["logits"]
+    for got, want in zip(got_rows, want_rows):
         if len(got) != len(want):
             raise RuntimeError(f"{len(got)} logits, want {len(want)}")
         worst = max(worst, max(abs(x - y) for x, y in zip(got, want)))
         top1 += argmax(got) == argmax(want)
     return worst, top1
+
+
+def compare_logits(prog, path, doc, t, extra=(), new=True):
+    """prog's last-position logits against the golden file's: the three
+    sequences as the golden "sequences" were made (extra: the options that
+    reproduce the reference's defaults), then, with new, every "cases" entry
+    and every "parallel" batch. A list of (what, max|d|, top-1 agreements,
+    rows)."""
+    seqs = [s["tokens"] for s in doc["sequences"]]
+
+    def rows(opts):
+        return [run_json(prog, ["logits", "-t", str(t), *opts, path] + [str(x) for x in s])["logits"] for s in seqs]
+
+    out = [("sequences", *rows_diff(rows(extra), [s["logits"] for s in doc["sequences"]]), len(seqs))]
+    if not new:
+        return out
+    for c in doc["cases"]:
+        w, k = rows_diff(rows(("-fa", c["fa"], "-ubatch", str(c["ubatch"]))), c["logits"])
+        out.append((f"fa {c['fa']} ubatch {c['ubatch']}", w, k, len(seqs)))
+    for p in doc["parallel"]:
+        r = run_json(prog, ["logits", "-seqs", "-fa", p["fa"], "-t", str(t), path] +
+                     [",".join(map(str, x)) for x in p["sequences"]])
+        if r.get("sequences") != p["sequences"]:
+            raise RuntimeError("-seqs answered other sequences")
+        w, k = rows_diff(r["logits"], p["logits"])
+        out.append((f"parallel fa {p['fa']}", w, k, len(p["sequences"])))
+    return out
 
 
 def greedy_top1(prog, path, doc, t, extra=()):
@@ -305,48 +396,69 @@ def greedy_top1(prog, path, doc, t, extra=()):
 def check(a):
     failures = 0
     ours_ok = os.access(a.ours, os.X_OK)
-    ours_note = None
+    ours_note, ours_new = None, False
     if ours_ok:
         p = subprocess.run([a.ours, "logits", "-h"], capture_output=True, text=True)
         if "not implemented" in (p.stdout + p.stderr) or "unknown command" in (p.stdout + p.stderr).lower():
             ours_ok, ours_note = False, "go/bin/ggml-rs has no `logits` command yet"
+        elif "-seqs" in p.stdout + p.stderr:
+            ours_new = True
+        else:
+            ours_note = ("go/bin/ggml-rs logits lacks -seqs (and so -ubatch): the golden \"cases\" and "
+                         "\"parallel\" batches were compared for the reference only")
     else:
         ours_note = f"{os.path.relpath(a.ours, ROOT)} is not built (make runner)"
 
-    print(f"{'model':<18} {'ref vs golden':>14} {'ref greedy':>10} | {'ours max|d|':>11} {'top1 3 seqs':>11} {'greedy top1':>11}")
+    # Per model: the largest |d| of the reference against its golden file over
+    # every row (the sequences, each case, the parallel batches), the rows
+    # whose top-1 agrees, and its greedy continuation; then ours likewise.
+    print(f"{'model':<22} {'ref max|d|':>10} {'top-1':>7} {'greedy':>6} | {'ours max|d|':>11} {'top-1':>7} "
+          f"{'greedy top-1':>12}")
     for m in MODELS:
         gpath = os.path.join(a.golden, f"ref_{m}.json")
         path = os.path.join(a.models, m + ".gguf")
         with open(gpath) as f:
             doc = json.load(f)
-        line = f"{m:<18} "
+        line, notes = f"{m:<22} ", []
         if sha256(path) != doc["model_sha256"]:
             print(f"{m}: the generated model differs from the one the golden file was made from "
                   "(gen-models.py, numpy or gguf changed?)")
             failures += 1
         # Reference against golden.
-        worst, top1 = compare_logits(a.ref, path, doc, a.t)
-        g = run_json(a.ref, ["greedy", "-n", str(doc["greedy"]["n"]), "-t", str(a.t), path] +
-                     [str(x) for x in doc["greedy"]["prompt"]])
+        try:
+            res = compare_logits(a.ref, path, doc, a.t)
+            g = run_json(a.ref, ["greedy", "-n", str(doc["greedy"]["n"]), "-t", str(a.t), path] +
+                         [str(x) for x in doc["greedy"]["prompt"]])
+        except (RuntimeError, ValueError, KeyError) as e:
+            failures += 1
+            print(line + f"reference failed: {e}")
+            continue
         same = sum(x == y for x, y in zip(g["tokens"], doc["greedy"]["tokens"]))
-        ok = worst <= REF_TOL and top1 == 3 and same == doc["greedy"]["n"]
+        worst = max(r[1] for r in res)
+        top1, rows = sum(r[2] for r in res), sum(r[3] for r in res)
+        ok = worst <= REF_TOL and top1 == rows and same == doc["greedy"]["n"]
         failures += not ok
-        line += f"{worst:>10.2e} {'ok' if ok else 'FAIL':>3} {same:>7}/{doc['greedy']['n']} |"
+        notes += [f"    reference, {w}: max|d| {d:.2e}, top-1 {k}/{n}" for w, d, k, n in res
+                  if d > REF_TOL or k != n]
+        line += f"{worst:>10.2e} {top1:>3}/{rows:<3} {same:>2}/{doc['greedy']['n']} {'ok' if ok else 'FAIL'} |"
         # Ours against golden.
         if ours_ok:
             try:
-                worst, top1 = compare_logits(a.ours, path, doc, a.t, OURS_ARGS)
+                res = compare_logits(a.ours, path, doc, a.t, OURS_ARGS, ours_new)
                 frac = greedy_top1(a.ours, path, doc, a.t, OURS_ARGS)
                 tol = OURS_TOL[m.rsplit("-", 1)[1]]
-                ok = worst <= tol and top1 == 3 and frac >= OURS_MIN_TOP1
+                worst = max(r[1] for r in res)
+                top1, rows = sum(r[2] for r in res), sum(r[3] for r in res)
+                ok = worst <= tol and top1 == rows and frac >= OURS_MIN_TOP1
                 failures += not ok
-                line += f" {worst:>11.2e} {top1:>9}/3 {frac:>10.1%} {'ok' if ok else 'FAIL'}"
+                notes += [f"    ours, {w}: max|d| {d:.2e}, top-1 {k}/{n}" for w, d, k, n in res if d > tol or k != n]
+                line += f" {worst:>11.2e} {top1:>3}/{rows:<3} {frac:>11.1%} {'ok' if ok else 'FAIL'}"
             except (RuntimeError, ValueError, KeyError) as e:
                 failures += 1
                 line += f" ours failed: {e}"
         else:
             line += " ours: -"
-        print(line)
+        print("\n".join([line] + notes))
     print(f"\n{'tokenizer':<18} {'strings':>8} {'ref':>9} {'ours':>9}")
     ours_tok = ours_ok and subprocess.run([a.ours, "tokenize", "-h"], capture_output=True).returncode == 0
     for m, where in TOKEN_VOCABS:

@@ -3,15 +3,26 @@
 // Calls only llama.cpp's public API (llama.h, ggml-cpu.h) of the pinned
 // sources in .cache/llama.cpp; see tools/llama-ref/CMakeLists.txt.
 //
-//   llama-ref logits [-all] [-decode N] [-t N] [-fa on|off|auto] MODEL TOKEN...
+//   llama-ref logits [-all] [-decode N] [-ubatch N] [-t N] [-fa on|off|auto] [-mtp] MODEL TOKEN...
 //       JSON {"model","n_vocab","tokens","logits"}: the logits of the last
 //       position, or with -all one row per position. The tokens go in one
 //       llama_decode; with -decode N, the last N one per llama_decode after
-//       the others (as greedy does).
-//   llama-ref greedy [-n 64] [-t N] [-fa ...] MODEL TOKEN...
+//       the others (as greedy does). -ubatch N: the context's n_ubatch (the
+//       physical batch; n_batch stays the whole prompt), so llama.cpp
+//       computes the prompt N tokens at a time (default 512).
+//   llama-ref logits -seqs [-ubatch N] [-t N] [-fa ...] MODEL SEQ...
+//       Each SEQ argument is one sequence (comma-separated ids); all of them
+//       go into ONE llama_decode (sequence 0's tokens first, then 1's, ...;
+//       positions from 0 in each, seq ids 0..k-1, n_seq_max k), with logits
+//       for the last position of each. JSON {"model","n_vocab","sequences":
+//       [[ids]...],"logits":[[last row of sequence 0], ...]}.
+//   llama-ref greedy [-n 64] [-ubatch N] [-t N] [-fa ...] MODEL TOKEN...
 //       JSON {"model","prompt","tokens"}: a greedy continuation (argmax of the
 //       last position, one token per llama_decode).
-//   llama-ref bench [-p 512] [-n 128] [-r 3] [-t N] [-fa ...] [-json] MODEL
+//   -mtp (logits, greedy): load the MTP (nextn) layers too
+//       (llama_model_params.load_mtp), which checks their names and shapes;
+//       the main graph does not use them.
+//   llama-ref bench [-p 512] [-n 128] [-r 3] [-ubatch N] [-t N] [-fa ...] [-json] MODEL
 //       llama-bench-style pp<p> and tg<n> tokens/s, mean and sd over -r
 //       repetitions after one warm-up each: pp decodes a random prompt of p
 //       tokens (one llama_decode per n_batch), tg decodes n random tokens one
@@ -47,8 +58,9 @@ namespace {
 struct Opts {
     std::string cmd, model, text, batch;
     std::vector<llama_token> tokens;
-    bool all = false, json = false, verbose = false, special = false;
-    int threads = 0, n_decode = 0, n_pred = 64, n_prompt = 512, n_gen = 128, reps = 3;
+    std::vector<std::vector<llama_token>> seqs;  // one per TOKEN argument
+    bool all = false, json = false, verbose = false, special = false, multi = false, mtp = false;
+    int threads = 0, n_decode = 0, n_pred = 64, n_prompt = 512, n_gen = 128, reps = 3, ubatch = 0;
     llama_flash_attn_type fa = LLAMA_FLASH_ATTN_TYPE_AUTO;
 };
 
@@ -61,9 +73,10 @@ struct Opts {
 
 void usage() {
     fprintf(stderr,
-            "usage: llama-ref logits [-all] [-decode N] [-t N] [-fa on|off|auto] MODEL TOKEN...\n"
-            "       llama-ref greedy [-n 64] [-t N] [-fa on|off|auto] MODEL TOKEN...\n"
-            "       llama-ref bench [-p 512] [-n 128] [-r 3] [-t N] [-fa on|off|auto] [-json] MODEL\n"
+            "usage: llama-ref logits [-all] [-decode N] [-ubatch N] [-t N] [-fa on|off|auto] [-mtp] MODEL TOKEN...\n"
+            "       llama-ref logits -seqs [-ubatch N] [-t N] [-fa on|off|auto] [-mtp] MODEL SEQ...\n"
+            "       llama-ref greedy [-n 64] [-ubatch N] [-t N] [-fa on|off|auto] [-mtp] MODEL TOKEN...\n"
+            "       llama-ref bench [-p 512] [-n 128] [-r 3] [-ubatch N] [-t N] [-fa on|off|auto] [-json] MODEL\n"
             "       llama-ref tokenize [-special] MODEL TEXT\n"
             "       llama-ref tokenize -batch FILE MODEL\n");
     exit(2);
@@ -91,6 +104,9 @@ Opts parse(int argc, char ** argv) {
         else if (a == "-json") o.json = true;
         else if (a == "-v") o.verbose = true;
         else if (a == "-special") o.special = true;
+        else if (a == "-seqs") o.multi = true;
+        else if (a == "-mtp") o.mtp = true;
+        else if (a == "-ubatch") o.ubatch = to_int(next());
         else if (a == "-decode") o.n_decode = to_int(next());
         else if (a == "-batch") o.batch = next();
         else if (a == "-t") o.threads = to_int(next());
@@ -118,17 +134,27 @@ Opts parse(int argc, char ** argv) {
     }
     for (size_t i = 1; i < pos.size(); i++) {
         std::string s = pos[i];
+        std::vector<llama_token> seq;
         size_t start = 0;
         while (start <= s.size()) {
             size_t comma = s.find(',', start);
             std::string t = s.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-            if (!t.empty()) o.tokens.push_back(to_int(t.c_str()));
+            if (!t.empty()) seq.push_back(to_int(t.c_str()));
             if (comma == std::string::npos) break;
             start = comma + 1;
         }
+        o.tokens.insert(o.tokens.end(), seq.begin(), seq.end());
+        o.seqs.push_back(seq);
     }
     if (o.threads <= 0) o.threads = std::max(1u, std::thread::hardware_concurrency());
     if (o.reps < 1) die("-r must be at least 1");
+    if (o.ubatch < 0) die("-ubatch must be positive");
+    if (o.multi) {
+        if (o.cmd != "logits") die("-seqs is for logits");
+        if (o.all || o.n_decode) die("-seqs takes neither -all nor -decode");
+        for (const auto & seq : o.seqs)
+            if (seq.empty()) die("-seqs: an empty sequence");
+    }
     return o;
 }
 
@@ -143,27 +169,34 @@ struct Session {
     int n_vocab = 0;
     int n_batch = 0;
 
-    Session(const Opts & o, int n_ctx, int n_batch_) {
+    // n_seq sequences of up to n_ctx tokens each (the KV cache is per
+    // sequence, llama.cpp's default); n_batch_ tokens per llama_decode.
+    Session(const Opts & o, int n_ctx, int n_batch_, int n_seq = 1) {
         llama_model_params mp = llama_model_default_params();
         mp.n_gpu_layers = 0;
+        mp.load_mtp = o.mtp;
         model = llama_model_load_from_file(o.model.c_str(), mp);
         if (!model) die("cannot load %s", o.model.c_str());
         n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model));
         llama_context_params cp = llama_context_default_params();
-        cp.n_ctx = (uint32_t) std::max(n_ctx, 64);
+        cp.n_ctx = (uint32_t) (std::max(n_ctx, 64) * n_seq);
         n_batch = std::max(n_batch_, 1);
         cp.n_batch = (uint32_t) n_batch;
-        cp.n_ubatch = (uint32_t) std::min(n_batch, 512);
-        cp.n_seq_max = 1;
+        cp.n_ubatch = (uint32_t) std::min(n_batch, o.ubatch > 0 ? o.ubatch : 512);
+        cp.n_seq_max = (uint32_t) n_seq;
         cp.n_threads = o.threads;
         cp.n_threads_batch = o.threads;
         cp.flash_attn_type = o.fa;
         cp.no_perf = true;
         ctx = llama_init_from_model(model, cp);
         if (!ctx) die("cannot create a context for %s", o.model.c_str());
-        // As llama-bench: one threadpool for the whole run, polling between graphs.
+        // As llama-bench: one threadpool for the whole run, polling between
+        // graphs for bench. The other commands' workers sleep instead: on a
+        // busy machine, polling workers waiting for a descheduled one made a
+        // run of a small model take seconds instead of milliseconds (the
+        // results are the same: the work is split alike).
         ggml_threadpool_params tpp = ggml_threadpool_params_default(o.threads);
-        tpp.poll = 50;
+        tpp.poll = o.cmd == "bench" ? 50 : 0;
         tp = ggml_threadpool_new(&tpp);
         if (!tp) die("cannot create a threadpool");
         llama_attach_threadpool(ctx, tp, nullptr);
@@ -224,7 +257,45 @@ std::string json_str(const std::string & s) {
     return r + "\"";
 }
 
+// logits -seqs: every sequence in one llama_decode, the last row of each.
+int cmd_logits_seqs(const Opts & o) {
+    int k = (int) o.seqs.size(), total = 0, longest = 0;
+    for (const auto & seq : o.seqs) { total += (int) seq.size(); longest = std::max(longest, (int) seq.size()); }
+    Session s(o, longest, total, k);
+    check_tokens(o, s);
+    llama_batch b = llama_batch_init(total, 0, 1);
+    std::vector<int> last(k);
+    int j = 0;
+    for (int i = 0; i < k; i++) {
+        for (size_t p = 0; p < o.seqs[i].size(); p++, j++) {
+            b.token[j] = o.seqs[i][p];
+            b.pos[j] = (llama_pos) p;
+            b.n_seq_id[j] = 1;
+            b.seq_id[j][0] = i;
+            b.logits[j] = p + 1 == o.seqs[i].size();
+        }
+        last[i] = j - 1;
+    }
+    b.n_tokens = total;
+    int rc = llama_decode(s.ctx, b);
+    llama_batch_free(b);
+    if (rc != 0) die("llama_decode failed (%s)", std::to_string(rc).c_str());
+    printf("{\"model\":%s,\"n_vocab\":%d,\"sequences\":[", json_str(o.model).c_str(), s.n_vocab);
+    for (int i = 0; i < k; i++) {
+        if (i) printf(",");
+        print_ints(o.seqs[i]);
+    }
+    printf("],\"logits\":[");
+    for (int i = 0; i < k; i++) {
+        if (i) printf(",\n");
+        print_floats(llama_get_logits_ith(s.ctx, last[i]), s.n_vocab);
+    }
+    printf("]}\n");
+    return 0;
+}
+
 int cmd_logits(const Opts & o) {
+    if (o.multi) return cmd_logits_seqs(o);
     int n = (int) o.tokens.size();
     Session s(o, n, n);
     check_tokens(o, s);
