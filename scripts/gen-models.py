@@ -54,7 +54,8 @@ SIZES = {
     # per-op overhead: a ~1B-class layer shape with fewer layers.
     "bench": dict(n_layer=8, d=1024, n_head=16, n_kv=8, ffn=3072, vocab=8192, ctx=4096),
 }
-TYPES = {"f16": (QT.F16, gguf.LlamaFileType.MOSTLY_F16),
+TYPES = {"f32": (QT.F32, gguf.LlamaFileType.ALL_F32),
+         "f16": (QT.F16, gguf.LlamaFileType.MOSTLY_F16),
          "q8_0": (QT.Q8_0, gguf.LlamaFileType.MOSTLY_Q8_0),
          "q4_0": (QT.Q4_0, gguf.LlamaFileType.MOSTLY_Q4_0)}
 
@@ -296,7 +297,9 @@ def write_new_model(path: str, arch: str, size: str, tname: str):
         """A weight matrix (numpy shape: ggml's ne reversed; 3-D: experts
         first) in the file's type."""
         x = rng_for(model, name).standard_normal(shape, dtype=np.float32) * np.float32(std)
-        if qtype == QT.F16:
+        if qtype == QT.F32:
+            w.add_tensor(name, x)
+        elif qtype == QT.F16:
             w.add_tensor(name, x.astype(np.float16))
         else:
             w.add_tensor(name, gguf.quants.quantize(x, qtype), raw_dtype=qtype)

@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"ggmlrs/ml/backend"
+	"ggmlrs/ml/nn"
 	"ggmlrs/model"
 	"ggmlrs/model/decoder"
 	"ggmlrs/sample"
@@ -16,9 +17,10 @@ import (
 // decoderFlags are generate's and bench's flags on top of the model flags.
 type decoderFlags struct {
 	*modelFlags
-	fa    *string
-	ctx   *int
-	batch *int
+	fa       *string
+	ctx      *int
+	batch    *int
+	deltaNet *string
 }
 
 func addDecoderFlags(fs *flag.FlagSet) *decoderFlags {
@@ -27,6 +29,7 @@ func addDecoderFlags(fs *flag.FlagSet) *decoderFlags {
 		fa:         fs.String("fa", "", "flash attention: auto, on or off (short for -flash-attention)"),
 		ctx:        fs.Int("ctx", 4096, "context size: KV cache capacity in tokens"),
 		batch:      fs.Int("batch", 512, "prompt processing batch size"),
+		deltaNet:   fs.String("delta-net", "fused", "gated delta-net rule of the hybrid models: fused (ggml's kernel) or primitive (a graph of basic ops)"),
 	}
 }
 
@@ -41,6 +44,9 @@ func (f *decoderFlags) resolveFA() error {
 	}
 	if *f.ctx < 1 || *f.batch < 1 {
 		return usagef("-ctx and -batch must be positive")
+	}
+	if *f.deltaNet != "fused" && *f.deltaNet != "primitive" {
+		return usagef("-delta-net %q: fused or primitive", *f.deltaNet)
 	}
 	return nil
 }
@@ -59,6 +65,11 @@ func openDecoder(path string, f *decoderFlags) (*backend.Backend, *decoder.Model
 	if err != nil {
 		b.Close()
 		return nil, nil, nil, err
+	}
+	for _, bl := range m.Blocks {
+		if dn, ok := bl.Mixer.(*nn.DeltaNet); ok {
+			dn.Primitive = *f.deltaNet == "primitive"
+		}
 	}
 	tok, err := decoder.NewTokenizer(b.Config())
 	if err != nil {

@@ -68,38 +68,49 @@ func runLogits(args []string) error {
 
 // runLogitsSeqs runs several sequences in one batch (logits -seqs).
 func runLogitsSeqs(path string, args []string, df *decoderFlags) error {
-	var batch []kvcache.Sequence
 	var ids [][]int32
-	total := 0
-	for i, a := range args {
+	for _, a := range args {
 		t, err := parseTokens([]string{a})
 		if err != nil {
 			return err
 		}
-		batch = append(batch, kvcache.Sequence{Seq: i, Tokens: t})
 		ids = append(ids, t)
-		total += len(t)
 	}
-	*df.ctx = max(*df.ctx, total)
 	b, m, _, err := openDecoder(path, df)
 	if err != nil {
 		return err
 	}
 	defer b.Close()
-	cache, err := m.NewCache(decoder.CacheOptions{Capacity: *df.ctx, Sequences: len(batch), MaxBatch: *df.batch})
+	rows, err := computeSeqLogits(m, ids, *df.ctx, *df.batch)
 	if err != nil {
 		return err
 	}
-	defer cache.Close()
-	out, err := m.ForwardBatch(cache, batch, false, *df.batch)
+	return writeLogits(path, m.Vocab, "sequences", ids, rows, true)
+}
+
+// computeSeqLogits runs sequences together in one batch, each with a KV
+// stream of at least ctx tokens (as llama.cpp sizes n_ctx_seq), in
+// ubatches of at most batch tokens, and returns each one's last logits.
+func computeSeqLogits(m *decoder.Model, seqs [][]int32, ctx, batch int) ([][]float32, error) {
+	batchSeqs := make([]kvcache.Sequence, len(seqs))
+	for i, t := range seqs {
+		batchSeqs[i] = kvcache.Sequence{Seq: i, Tokens: t}
+		ctx = max(ctx, len(t))
+	}
+	cache, err := m.NewCache(decoder.CacheOptions{Capacity: ctx * len(seqs), Sequences: len(seqs), MaxBatch: batch})
 	if err != nil {
-		return err
+		return nil, err
+	}
+	defer cache.Close()
+	out, err := m.ForwardBatch(cache, batchSeqs, false, batch)
+	if err != nil {
+		return nil, err
 	}
 	rows := make([][]float32, len(out))
 	for i := range out {
 		rows[i] = out[i][0]
 	}
-	return writeLogits(path, m.Vocab, "sequences", ids, rows, true)
+	return rows, nil
 }
 
 // writeLogits prints the logits document: the token ids (one list, or

@@ -41,8 +41,26 @@ const (
 	parityMinGreedy = 0.95
 )
 
-var parityModels = []string{"llama-small-f16", "llama-small-q8_0", "llama-small-q4_0",
-	"qwen3-small-f16", "qwen3-small-q8_0", "qwen3-small-q4_0"}
+// parityModels are the models with a golden file (tests/golden/ref_*.json).
+func parityModels(t *testing.T) []string {
+	files, err := filepath.Glob(filepath.Join(goldenDir, "ref_*.json"))
+	if err != nil || len(files) < 24 {
+		t.Fatalf("golden files: %v (%d found)", err, len(files))
+	}
+	var names []string
+	for _, f := range files {
+		names = append(names, strings.TrimSuffix(strings.TrimPrefix(filepath.Base(f), "ref_"), ".json"))
+	}
+	return names
+}
+
+// primitiveMaxAbs bounds the primitive delta-net path (-delta-net
+// primitive) on models whose matmuls quantize their activations (F16,
+// Q8_0, Q4_0 weights): it rounds differently from ggml's fused kernel in
+// the last bit, and those roundings move logits as much as llama.cpp's own
+// change of ubatch does (0.01-0.2, README). On F32 weights it is held to
+// parityMaxAbs; everywhere to top-1 and the greedy continuation.
+const primitiveMaxAbs = 0.5
 
 const goldenDir = "../../../tests/golden"
 
@@ -105,75 +123,149 @@ func argmax(v []float32) int32 {
 	return int32(best)
 }
 
+// goldenDoc is a reference file of scripts/parity.py golden.
+type goldenDoc struct {
+	ModelSHA256 string `json:"model_sha256"`
+	NVocab      int    `json:"n_vocab"`
+	Sequences   []struct {
+		Tokens []int32
+		Logits []float32
+	}
+	Cases []struct {
+		FA     string
+		Ubatch int
+		Logits [][]float32
+	}
+	Parallel []struct {
+		FA        string
+		Sequences [][]int32
+		Logits    [][]float32
+	}
+	Greedy struct {
+		Prompt, Tokens []int32
+	}
+}
+
+// parityScore accumulates one setting's comparison.
+type parityScore struct {
+	worst      float64
+	top1, rows int
+}
+
+func (p *parityScore) add(t *testing.T, got, want []float32) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%d logits, golden %d", len(got), len(want))
+	}
+	for i := range got {
+		p.worst = math.Max(p.worst, math.Abs(float64(got[i]-want[i])))
+	}
+	p.rows++
+	if argmax(got) == argmax(want) {
+		p.top1++
+	}
+}
+
+// TestParityWithLlamaCpp holds ours to llama.cpp's golden outputs on every
+// generated model: the last-position logits of three sequences with the
+// prompt in ubatches of 1, 7, 32 and 512 tokens, flash attention on and
+// off; two sequences of different lengths in one batch; and the
+// teacher-forced greedy continuation. The hybrid models run both delta-net
+// paths (fused kernel, primitive graph).
 func TestParityWithLlamaCpp(t *testing.T) {
-	for _, name := range parityModels {
+	for _, name := range parityModels(t) {
 		t.Run(name, func(t *testing.T) {
-			var doc struct {
-				ModelSHA256 string `json:"model_sha256"`
-				NVocab      int    `json:"n_vocab"`
-				Sequences   []struct {
-					Tokens []int32
-					Logits []float32
-				}
-				Greedy struct {
-					Prompt, Tokens []int32
-				}
-			}
+			var doc goldenDoc
 			readGolden(t, "ref_"+name+".json", &doc)
+			if len(doc.Cases) != 8 || len(doc.Parallel) != 2 || len(doc.Sequences) != 3 {
+				t.Fatalf("golden file has %d cases, %d parallel batches, %d sequences (want 8, 2, 3)", len(doc.Cases), len(doc.Parallel), len(doc.Sequences))
+			}
 			path := modelPath(t, name)
 			checkSHA(t, path, doc.ModelSHA256)
-
-			df := addDecoderFlags(newFlags("parity", "", ""))
-			*df.fa = "on" // the reference's -fa auto turns it on for the CPU
-			*df.ngl = 0
-			b, m, _, err := openDecoder(path, df)
-			if err != nil {
-				t.Fatal(err)
+			paths := []string{"fused"}
+			if slices.ContainsFunc([]string{"qwen3next-", "qwen35-", "qwen35moe-"}, func(p string) bool { return strings.HasPrefix(name, p) }) {
+				paths = append(paths, "primitive")
 			}
-			defer b.Close()
-			if m.Vocab != doc.NVocab {
-				t.Fatalf("vocabulary %d, golden %d", m.Vocab, doc.NVocab)
-			}
-
-			worst, top1 := 0.0, 0
-			for _, s := range doc.Sequences {
-				rows, err := computeLogits(m, s.Tokens, false, len(s.Tokens), 512, 0)
-				if err != nil {
-					t.Fatal(err)
+			for _, dn := range paths {
+				for _, fa := range []string{"on", "off"} {
+					t.Run(dn+"/fa-"+fa, func(t *testing.T) { parityCase(t, path, name, dn, fa, &doc) })
 				}
-				got := rows[0]
-				if len(got) != len(s.Logits) {
-					t.Fatalf("%d logits, golden %d", len(got), len(s.Logits))
-				}
-				for i := range got {
-					worst = math.Max(worst, math.Abs(float64(got[i]-s.Logits[i])))
-				}
-				if argmax(got) == argmax(s.Logits) {
-					top1++
-				}
-			}
-
-			// Teacher-forced: the prompt in one batch, then the reference's
-			// continuation one token at a time.
-			p, cont := doc.Greedy.Prompt, doc.Greedy.Tokens
-			seq := append(slices.Clone(p), cont[:len(cont)-1]...)
-			rows, err := computeLogits(m, seq, true, len(seq), 512, len(cont)-1)
-			if err != nil {
-				t.Fatal(err)
-			}
-			agree := 0
-			for i, want := range cont {
-				if argmax(rows[len(p)-1+i]) == want {
-					agree++
-				}
-			}
-			frac := float64(agree) / float64(len(cont))
-			t.Logf("max|d| %.2e, top-1 %d/%d, teacher-forced greedy %d/%d", worst, top1, len(doc.Sequences), agree, len(cont))
-			if worst > parityMaxAbs || top1 != len(doc.Sequences) || frac < parityMinGreedy {
-				t.Errorf("max|d| %.3g (at most %g), top-1 %d/%d (all), greedy top-1 %.1f%% (at least %.0f%%)",
-					worst, parityMaxAbs, top1, len(doc.Sequences), 100*frac, 100*parityMinGreedy)
 			}
 		})
+	}
+}
+
+func parityCase(t *testing.T, path, name, deltaNet, fa string, doc *goldenDoc) {
+	df := addDecoderFlags(newFlags("parity", "", ""))
+	*df.fa, *df.ngl, *df.deltaNet = fa, 0, deltaNet
+	b, m, _, err := openDecoder(path, df)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if m.Vocab != doc.NVocab {
+		t.Fatalf("vocabulary %d, golden %d", m.Vocab, doc.NVocab)
+	}
+	tol := parityMaxAbs
+	if deltaNet == "primitive" && !strings.HasSuffix(name, "-f32") {
+		tol = primitiveMaxAbs
+	}
+	check := func(what string, sc parityScore) {
+		t.Helper()
+		t.Logf("%-10s max|d| %.2e, top-1 %d/%d", what, sc.worst, sc.top1, sc.rows)
+		if sc.worst > tol || sc.top1 != sc.rows {
+			t.Errorf("%s: max|d| %.3g (at most %g), top-1 %d/%d (all)", what, sc.worst, tol, sc.top1, sc.rows)
+		}
+	}
+	for _, c := range doc.Cases {
+		if c.FA != fa {
+			continue
+		}
+		var sc parityScore
+		for i, s := range doc.Sequences {
+			rows, err := computeLogits(m, s.Tokens, false, len(s.Tokens), c.Ubatch, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sc.add(t, rows[0], c.Logits[i])
+		}
+		check(fmt.Sprintf("ubatch %d", c.Ubatch), sc)
+	}
+	for _, p := range doc.Parallel {
+		if p.FA != fa {
+			continue
+		}
+		rows, err := computeSeqLogits(m, p.Sequences, 0, 512)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sc parityScore
+		for i := range rows {
+			sc.add(t, rows[i], p.Logits[i])
+		}
+		check(fmt.Sprintf("%d seqs", len(rows)), sc)
+	}
+	if fa != "on" {
+		return // the greedy continuation is the reference's default (flash attention on)
+	}
+	// Teacher-forced: the prompt in one batch, then the reference's
+	// continuation one token at a time.
+	p, cont := doc.Greedy.Prompt, doc.Greedy.Tokens
+	seq := append(slices.Clone(p), cont[:len(cont)-1]...)
+	rows, err := computeLogits(m, seq, true, len(seq), 512, len(cont)-1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	agree := 0
+	for i, want := range cont {
+		if argmax(rows[len(p)-1+i]) == want {
+			agree++
+		}
+	}
+	frac := float64(agree) / float64(len(cont))
+	t.Logf("greedy     teacher-forced top-1 %d/%d", agree, len(cont))
+	if frac < parityMinGreedy {
+		t.Errorf("greedy top-1 %.1f%% (at least %.0f%%)", 100*frac, 100*parityMinGreedy)
 	}
 }
 

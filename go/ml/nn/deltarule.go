@@ -35,10 +35,12 @@ func deltaRuleToken(ctx ml.Context, q, k, v, g, beta, s ml.Tensor) (ml.Tensor, m
 	g = g.Reshape(ctx, 1, 1, H, nS).Exp(ctx)
 	beta = beta.Reshape(ctx, 1, 1, H, nS)
 
+	// Vectors with a dim of 1 change orientation by a reshape (llama.cpp's
+	// transpose of them, without a strided operand).
 	s = s.Mul(ctx, g)
-	sk := s.Mul(ctx, k).SumRows(ctx)                   // [1, S, H, nS]: Sᵀk
-	d := v.Sub(ctx, transpose(ctx, sk)).Mul(ctx, beta) // [S, 1, H, nS]: u
-	s = s.Add(ctx, k.Repeat4D(ctx, S, S, H, nS).Mul(ctx, transpose(ctx, d)))
+	sk := s.Mul(ctx, k).SumRows(ctx)                             // [1, S, H, nS]: Sᵀk
+	d := v.Sub(ctx, sk.Reshape(ctx, S, 1, H, nS)).Mul(ctx, beta) // [S, 1, H, nS]: u
+	s = s.Add(ctx, k.Repeat4D(ctx, S, S, H, nS).Mul(ctx, d.Reshape(ctx, 1, S, H, nS)))
 	o := s.Mul(ctx, q).SumRows(ctx).Permute(ctx, 2, 0, 1, 3) // [S, H, 1, nS]
 	return o, s
 }
@@ -57,7 +59,7 @@ func deltaRuleChunked(ctx ml.Context, q, k, v, g, beta, s ml.Tensor) (ml.Tensor,
 	q = q.Scale(ctx, 1/sqrt(float64(S)))
 	// [X, T, H, nS], padded to whole chunks, then [X, CS, nC, H·nS].
 	chunks := func(t ml.Tensor) ml.Tensor {
-		return t.Permute(ctx, 0, 2, 1, 3).Pad(ctx, 0, pad, 0, 0)
+		return t.Contiguous(ctx).Permute(ctx, 0, 2, 1, 3).Pad(ctx, 0, pad, 0, 0)
 	}
 	q, k, v, g, beta = chunks(q), chunks(k), chunks(v), chunks(g), chunks(beta)
 	vb := v.Mul(ctx, beta)
