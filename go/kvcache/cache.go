@@ -329,6 +329,34 @@ func (c *Cache) Truncate(seq, n int) error {
 	return nil
 }
 
+// KeepPrefix prepares sequence seq, whose cached tokens are held, for a
+// new prompt, and returns how many of the prompt's tokens the cache keeps
+// (the rest are to be computed). It keeps the longest common prefix of
+// held and prompt, less one token when that would be the whole prompt (its
+// last token must be computed for its logits). A cache that cannot be cut
+// back (CanTruncate false: recurrent states, a compact sliding window)
+// keeps held only when the prompt continues it and otherwise forgets the
+// sequence: the prompt is then prefilled from the start. (llama.cpp's
+// server and Ollama keep recurrent-state checkpoints for this; not done
+// here.)
+func (c *Cache) KeepPrefix(seq int, held, prompt []int32) int {
+	n := 0
+	for n < len(held) && n < len(prompt) && held[n] == prompt[n] {
+		n++
+	}
+	if n == len(prompt) {
+		n--
+	}
+	if n < 0 {
+		n = 0
+	}
+	if n < len(held) && c.Truncate(seq, n) != nil {
+		c.Remove(seq)
+		return 0
+	}
+	return n
+}
+
 // Close frees the cache's tensors.
 func (c *Cache) Close() {
 	if c.closed {
