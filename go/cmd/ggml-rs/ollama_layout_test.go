@@ -1,0 +1,144 @@
+package main
+
+// Ollama's GGUF layout. For the same checkpoint Ollama's converter writes
+// another file than llama.cpp's: other architecture names (gptoss; a
+// Qwen3-Next checkpoint as qwen35moe), other tensor names (ssm_dt,
+// attn_out, ffn_norm, attn_sinks), other keys (a per-layer head_count_kv
+// array whose zeros mark the recurrent layers, 3 rope sections and their
+// aliases, no MTP layers in block_count, no expert_feed_forward_length or
+// rope.scaling.type for gpt-oss) and stray mtp.* tensors.
+// scripts/gen-models.py --layout ollama writes those files
+// (<model>-ollama.gguf) from the same tensor bytes as the llama.cpp-layout
+// models, so they are held to the same golden files.
+
+import (
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"strings"
+	"testing"
+
+	"ggmlrs/ml"
+)
+
+// ollamaArchs maps the architectures that have an Ollama layout (the
+// llama.cpp name, as in the model file names) to the name in Ollama's file.
+var ollamaArchs = map[string]string{
+	"gpt-oss":   "gptoss",
+	"qwen3next": "qwen35moe",
+	"qwen35":    "qwen35",
+	"qwen35moe": "qwen35moe",
+}
+
+// TestOllamaLayout holds each Ollama-layout model to the golden file of
+// the llama.cpp-layout model of the same weights, with every parity case
+// of TestParityWithLlamaCpp (parityCase, the same tolerances), after
+// checking that both files give bit-identical logits in ours.
+func TestOllamaLayout(t *testing.T) {
+	for _, arch := range slices.Sorted(maps.Keys(ollamaArchs)) {
+		for _, typ := range []string{"f16", "q8_0", "q4_0"} {
+			name := arch + "-small-" + typ
+			t.Run(name, func(t *testing.T) {
+				var doc goldenDoc
+				readGolden(t, "ref_"+name+".json", &doc)
+				path := modelPath(t, name)
+				checkSHA(t, path, doc.ModelSHA256)
+				opath := modelPath(t, name+"-ollama")
+				paths := []string{"fused"}
+				if arch != "gpt-oss" {
+					paths = append(paths, "primitive")
+				}
+				if !t.Run("same-logits", func(t *testing.T) { sameLogits(t, path, opath, arch, paths, &doc) }) {
+					return
+				}
+				for _, dn := range paths {
+					for _, fa := range []string{"on", "off"} {
+						t.Run(dn+"/fa-"+fa, func(t *testing.T) { parityCase(t, opath, name, dn, fa, &doc) })
+					}
+				}
+			})
+		}
+	}
+}
+
+// sameLogits checks that opath is in Ollama's layout and gives exactly
+// the logits of path, the llama.cpp-layout file of the same weights: every
+// position of the golden sequences, in ubatches of 7 (several ubatches, so
+// the caches carry over), on each delta-net path.
+func sameLogits(t *testing.T, path, opath, arch string, deltaNets []string, doc *goldenDoc) {
+	for _, dn := range deltaNets {
+		df := addDecoderFlags(newFlags("parity", "", ""))
+		*df.fa, *df.ngl, *df.deltaNet = "on", 0, dn
+		b, m, _, err := openDecoder(path, df)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer b.Close()
+		ob, om, _, err := openDecoder(opath, df)
+		if err != nil {
+			t.Fatalf("the Ollama-layout file: %v", err)
+		}
+		defer ob.Close()
+		checkOllamaLayout(t, ob, arch)
+		if len(om.Blocks) != len(m.Blocks) || om.Vocab != m.Vocab {
+			t.Fatalf("%d blocks, vocabulary %d; the llama.cpp-layout file %d, %d", len(om.Blocks), om.Vocab, len(m.Blocks), m.Vocab)
+		}
+		n, differ := 0, 0
+		for _, s := range doc.Sequences {
+			want, err := computeLogits(m, s.Tokens, true, len(s.Tokens), 7, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := computeLogits(om, s.Tokens, true, len(s.Tokens), 7, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range want {
+				n++
+				if !slices.EqualFunc(got[i], want[i], func(a, b float32) bool { return math.Float32bits(a) == math.Float32bits(b) }) {
+					differ++
+				}
+			}
+		}
+		t.Logf("%-9s %d of %d logit rows bit-identical", dn, n-differ, n)
+		if differ > 0 {
+			t.Errorf("%s: %d of %d logit rows differ from the llama.cpp-layout file's", dn, differ, n)
+		}
+	}
+}
+
+// checkOllamaLayout fails unless the file b was opened on has what marks
+// Ollama's layout for arch (so that a stale or llama.cpp-layout file does
+// not pass for one).
+func checkOllamaLayout(t *testing.T, b ml.Backend, arch string) {
+	t.Helper()
+	c := b.Config()
+	oarch := ollamaArchs[arch]
+	var problems []string
+	if a := c.Architecture(); a != oarch {
+		problems = append(problems, fmt.Sprintf("architecture %q, not %q", a, oarch))
+	}
+	has := func(name string) bool { return b.Get(name) != nil }
+	if arch == "gpt-oss" {
+		if !has("blk.0.attn_out.weight") || !has("blk.0.attn_sinks") || !has("blk.0.ffn_norm.weight") || has("blk.0.attn_output.weight") {
+			problems = append(problems, "not Ollama's gpt-oss tensor names")
+		}
+		if c.Value(oarch+".expert_feed_forward_length") != nil || c.Value(oarch+".rope.scaling.type") != nil {
+			problems = append(problems, "keys Ollama does not write")
+		}
+	} else {
+		if _, ok := c.Value(oarch + ".attention.head_count_kv").([]uint32); !ok {
+			problems = append(problems, "head_count_kv is not a per-layer array")
+		}
+		if !has("blk.0.ssm_dt") || has("blk.0.ssm_dt.bias") || !has("mtp.fc.weight") {
+			problems = append(problems, "not Ollama's delta-net tensor names (ssm_dt, mtp.*)")
+		}
+		if c.Value(oarch+".nextn_predict_layers") != nil {
+			problems = append(problems, "nextn_predict_layers, which Ollama does not write")
+		}
+	}
+	if len(problems) > 0 {
+		t.Fatalf("not Ollama's layout (regenerate: rm it; make models): %s", strings.Join(problems, "; "))
+	}
+}
