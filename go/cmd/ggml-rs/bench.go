@@ -72,12 +72,22 @@ func runBench(args []string) error {
 		}
 	}
 	fa := onOff(b.FlashAttention() == ml.FlashAttentionEnabled)
-	fmt.Printf("| model | size | params | backend | threads | fa | test | t/s |\n")
-	fmt.Printf("| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: |\n")
+	// As llama-bench, the n_cpu_moe column only when experts are kept on
+	// the CPU: the number of layers whose experts are.
+	moeHead, moeAlign, moeCol := "", "", ""
+	if df.cpuMoESet() {
+		blocks, err := blockCount(path)
+		if err != nil {
+			return err
+		}
+		moeHead, moeAlign, moeCol = " n_cpu_moe |", " ---: |", fmt.Sprintf(" %d |", len(df.cpuExpertLayers(blocks)))
+	}
+	fmt.Printf("| model | size | params | backend | threads |%s fa | test | t/s |\n", moeHead)
+	fmt.Printf("| --- | ---: | ---: | --- | ---: |%s ---: | ---: | ---: |\n", moeAlign)
 	row := func(test string, rates []float64) {
 		mean, sd := meanStd(rates)
-		fmt.Printf("| %s %s | %s | %s | %s | %d | %s | %s | %.2f ± %.2f |\n", m.Arch, humanParams(params), humanSize(size),
-			humanParams(params), backendName, b.Threads(), fa, test, mean, sd)
+		fmt.Printf("| %s %s | %s | %s | %s | %d |%s %s | %s | %.2f ± %.2f |\n", m.Arch, humanParams(params), humanSize(size),
+			humanParams(params), backendName, b.Threads(), moeCol, fa, test, mean, sd)
 	}
 	if *np > 0 {
 		// Warm-up, then the measured runs.

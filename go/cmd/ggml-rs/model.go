@@ -22,6 +22,8 @@ type modelFlags struct {
 	threads *int
 	ngl     *int
 	flash   *string
+	cpuMoE  *bool
+	nCPUMoE *int
 }
 
 func addModelFlags(fs *flag.FlagSet) *modelFlags {
@@ -29,8 +31,29 @@ func addModelFlags(fs *flag.FlagSet) *modelFlags {
 		threads: fs.Int("threads", 0, "CPU threads (0: all this process may use)"),
 		ngl:     fs.Int("ngl", -1, "layers to place on the first GPU, counted from the output end (-1: all; 0: CPU only)"),
 		flash:   fs.String("flash-attention", "auto", "flash attention: auto (on when every device that runs attention supports it), on or off"),
+		cpuMoE:  fs.Bool("cpu-moe", false, "keep the mixture-of-experts weights (ffn_*_exps) of all layers in CPU memory"),
+		nCPUMoE: fs.Int("n-cpu-moe", 0, "keep the mixture-of-experts weights (ffn_*_exps) of the first N layers in CPU memory"),
 	}
 }
+
+// cpuExpertLayers is the layers whose experts -cpu-moe or -n-cpu-moe keep
+// on the CPU (none without either), for a model of blocks repeating
+// layers. Like llama.cpp's --cpu-moe and --n-cpu-moe: the rest of each
+// layer goes where -ngl puts it; without a GPU nothing changes.
+func (f *modelFlags) cpuExpertLayers(blocks int) []int {
+	n := *f.nCPUMoE
+	if *f.cpuMoE {
+		n = blocks
+	}
+	var layers []int
+	for l := 0; l < min(n, blocks); l++ {
+		layers = append(layers, l)
+	}
+	return layers
+}
+
+// cpuMoESet reports whether -cpu-moe or -n-cpu-moe asks for anything.
+func (f *modelFlags) cpuMoESet() bool { return *f.cpuMoE || *f.nCPUMoE > 0 }
 
 // params builds the backend parameters for the model at path, whose
 // block count it reads from the file's header.
@@ -48,6 +71,9 @@ func (f *modelFlags) params(path string, alloc bool) (ml.BackendParams, error) {
 	}
 	if *f.threads < 0 {
 		return p, usagef("-threads must be 0 or more")
+	}
+	if *f.nCPUMoE < 0 {
+		return p, usagef("-n-cpu-moe must be 0 or more")
 	}
 	if *f.ngl == 0 {
 		return p, nil
@@ -108,7 +134,15 @@ func openModel(path string, f *modelFlags, alloc bool) (*backend.Backend, error)
 	if err != nil {
 		return nil, err
 	}
-	b, err := backend.NewWithOptions(path, p)
+	var opts []backend.Option
+	if f.cpuMoESet() {
+		blocks, err := blockCount(path)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, backend.WithCPUExperts(f.cpuExpertLayers(blocks)...))
+	}
+	b, err := backend.NewWithOptions(path, p, opts...)
 	if err != nil {
 		return nil, err
 	}
