@@ -99,8 +99,11 @@ func New(b ml.Backend, v Variant) (*decoder.Model, error) {
 	if v.NeoX {
 		ropeOpts = append(ropeOpts, rope.WithTypeNeoX())
 	}
-	if f := b.Get("rope_freqs.weight"); f != nil {
+	if f := w.OptAs(load.F32, "rope_freqs.weight", h.RopeDim/2); f != nil {
 		ropeOpts = append(ropeOpts, rope.WithFactors(f))
+	}
+	if err := w.Blocks(h.Layers, "attn_norm.weight"); err != nil {
+		return nil, err
 	}
 	for i := 0; i < h.Layers; i++ {
 		p := fmt.Sprintf("blk.%d.", i)
@@ -116,8 +119,8 @@ func New(b ml.Backend, v Variant) (*decoder.Model, error) {
 			RoPE:    nn.RoPE{Dim: h.RopeDim, Base: h.RopeBase, Scale: h.RopeScale, Options: ropeOpts},
 		}
 		if v.QKNorm {
-			a.QNorm = w.Get(p+"attn_q_norm.weight", hd)
-			a.KNorm = w.Get(p+"attn_k_norm.weight", hd)
+			a.QNorm = w.GetAs(load.F32, p+"attn_q_norm.weight", hd)
+			a.KNorm = w.GetAs(load.F32, p+"attn_k_norm.weight", hd)
 		}
 		var ffn decoder.FFN
 		if v.MoE {
@@ -139,9 +142,9 @@ func New(b ml.Backend, v Variant) (*decoder.Model, error) {
 			}
 		}
 		m.Blocks = append(m.Blocks, decoder.Block{
-			AttnNorm: w.Get(p+"attn_norm.weight", d),
+			AttnNorm: w.GetAs(load.F32, p+"attn_norm.weight", d),
 			Mixer:    a,
-			FFNNorm:  w.Get(p+"ffn_norm.weight", d),
+			FFNNorm:  w.GetAs(load.F32, p+"ffn_norm.weight", d),
 			FFN:      ffn,
 			Cache:    kvcache.LayerSpec{Kind: kvcache.Attention, KeyDim: hd, ValueDim: hd, KVHeads: h.KVHeads},
 		})
