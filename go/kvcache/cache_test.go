@@ -260,4 +260,3 @@ func TestRecurrentRule(t *testing.T) {
 		t.Fatalf("after a rollback: %v", c.Seqs())
 	}
 }
-

@@ -1107,14 +1107,20 @@ func (t *Tensor) FromInts(s []int32) {
 	t.write("FromInts", unsafe.Pointer(unsafe.SliceData(s)), 4*len(s))
 }
 
+// TypeName is ggml's name of the element type ("f32", "q4_K", "i32", …;
+// "typeN" for types this package has no name for). DType folds most of
+// them into DTypeOther; model loaders check weight types with this.
+func (t *Tensor) TypeName() string {
+	if name, ok := typeNames[t.m().type_]; ok {
+		return name
+	}
+	return fmt.Sprintf("type%d", t.m().type_)
+}
+
 // LogValue describes the tensor's type and shape.
 func (t *Tensor) LogValue() slog.Value {
 	if t.f != nil && t.f.closed.Load() {
 		return slog.StringValue("<tensor of a closed context>")
 	}
-	name, ok := typeNames[t.m().type_]
-	if !ok {
-		name = fmt.Sprintf("type%d", t.m().type_)
-	}
-	return slog.GroupValue(slog.String("type", name), slog.Any("shape", t.Shape()))
+	return slog.GroupValue(slog.String("type", t.TypeName()), slog.Any("shape", t.Shape()))
 }

@@ -126,17 +126,20 @@ func New(b ml.Backend) (*decoder.Model, error) {
 	m.TokEmb, m.OutNorm, m.Output = w.Embeddings(d, h.Vocab)
 
 	// One of two names (llama.cpp's first, then Ollama's).
-	either := func(a, b string, shape ...int) ml.Tensor {
-		if t := w.Opt(a, shape...); t != nil {
+	either := func(u load.Use, a, b string, shape ...int) ml.Tensor {
+		if t := w.OptAs(u, a, shape...); t != nil {
 			return t
 		}
-		return w.Get(b, shape...)
+		return w.GetAs(u, b, shape...)
 	}
-	eitherOpt := func(a, b string, shape ...int) ml.Tensor {
-		if t := w.Opt(a, shape...); t != nil {
+	eitherOpt := func(u load.Use, a, b string, shape ...int) ml.Tensor {
+		if t := w.OptAs(u, a, shape...); t != nil {
 			return t
 		}
-		return w.Opt(b, shape...)
+		return w.OptAs(u, b, shape...)
+	}
+	if err := w.Blocks(h.Layers, "attn_norm.weight"); err != nil {
+		return nil, err
 	}
 	for i := 0; i < h.Layers; i++ {
 		p := fmt.Sprintf("blk.%d.", i)
@@ -156,11 +159,14 @@ func New(b ml.Backend) (*decoder.Model, error) {
 			spec.Kind = kvcache.SlidingWindow
 		}
 		a := &nn.Attention{
-			Q:       nn.Linear{Weight: w.Get(p+"attn_q.weight", d, hd*h.Heads), Bias: w.Opt(p+"attn_q.bias", hd*h.Heads)},
-			K:       nn.Linear{Weight: w.Get(p+"attn_k.weight", d, hd*h.KVHeads), Bias: w.Opt(p+"attn_k.bias", hd*h.KVHeads)},
-			V:       nn.Linear{Weight: w.Get(p+"attn_v.weight", d, hd*h.KVHeads), Bias: w.Opt(p+"attn_v.bias", hd*h.KVHeads)},
-			Output:  nn.Linear{Weight: either(p+"attn_output.weight", p+"attn_out.weight", hd*h.Heads, d), Bias: eitherOpt(p+"attn_output.bias", p+"attn_out.bias", d)},
-			Sinks:   either(p+"attn_sinks.weight", p+"attn_sinks", h.Heads),
+			Q: nn.Linear{Weight: w.Get(p+"attn_q.weight", d, hd*h.Heads), Bias: w.OptAs(load.Bias, p+"attn_q.bias", hd*h.Heads)},
+			K: nn.Linear{Weight: w.Get(p+"attn_k.weight", d, hd*h.KVHeads), Bias: w.OptAs(load.Bias, p+"attn_k.bias", hd*h.KVHeads)},
+			V: nn.Linear{Weight: w.Get(p+"attn_v.weight", d, hd*h.KVHeads), Bias: w.OptAs(load.Bias, p+"attn_v.bias", hd*h.KVHeads)},
+			Output: nn.Linear{
+				Weight: either(load.Matrix, p+"attn_output.weight", p+"attn_out.weight", hd*h.Heads, d),
+				Bias:   eitherOpt(load.Bias, p+"attn_output.bias", p+"attn_out.bias", d),
+			},
+			Sinks:   either(load.F32, p+"attn_sinks.weight", p+"attn_sinks", h.Heads),
 			Heads:   h.Heads,
 			KVHeads: h.KVHeads,
 			HeadDim: hd,
@@ -168,13 +174,13 @@ func New(b ml.Backend) (*decoder.Model, error) {
 			RoPE:    nn.RoPE{Dim: h.RopeDim, Base: base, Scale: h.RopeScale, Options: opts},
 		}
 		moe := &nn.MoE{
-			Router:   nn.Linear{Weight: w.Get(p+"ffn_gate_inp.weight", d, E), Bias: w.Opt(p+"ffn_gate_inp.bias", E)},
+			Router:   nn.Linear{Weight: w.Get(p+"ffn_gate_inp.weight", d, E), Bias: w.OptAs(load.Bias, p+"ffn_gate_inp.bias", E)},
 			Gate:     w.Get(p+"ffn_gate_exps.weight", d, ff, E),
 			Up:       w.Get(p+"ffn_up_exps.weight", d, ff, E),
 			Down:     w.Get(p+"ffn_down_exps.weight", ff, d, E),
-			GateBias: w.Opt(p+"ffn_gate_exps.bias", ff, E),
-			UpBias:   w.Opt(p+"ffn_up_exps.bias", ff, E),
-			DownBias: w.Opt(p+"ffn_down_exps.bias", d, E),
+			GateBias: w.OptAs(load.F32, p+"ffn_gate_exps.bias", ff, E),
+			UpBias:   w.OptAs(load.F32, p+"ffn_up_exps.bias", ff, E),
+			DownBias: w.OptAs(load.F32, p+"ffn_down_exps.bias", d, E),
 			Experts:  E,
 			Used:     h.ExpertsUsed,
 			Gating:   nn.GatingSoftmaxWeight,
@@ -183,9 +189,9 @@ func New(b ml.Backend) (*decoder.Model, error) {
 			Limit:    swigluLimit,
 		}
 		m.Blocks = append(m.Blocks, decoder.Block{
-			AttnNorm: w.Get(p+"attn_norm.weight", d),
+			AttnNorm: w.GetAs(load.F32, p+"attn_norm.weight", d),
 			Mixer:    a,
-			FFNNorm:  either(p+"post_attention_norm.weight", p+"ffn_norm.weight", d),
+			FFNNorm:  either(load.F32, p+"post_attention_norm.weight", p+"ffn_norm.weight", d),
 			FFN:      moe,
 			Cache:    spec,
 		})

@@ -11,6 +11,7 @@ package llama
 
 import (
 	"fmt"
+	"slices"
 
 	"ggmlrs/fs"
 	"ggmlrs/kvcache"
@@ -99,11 +100,18 @@ func New(b ml.Backend, v Variant) (*decoder.Model, error) {
 	if v.NeoX {
 		ropeOpts = append(ropeOpts, rope.WithTypeNeoX())
 	}
-	if f := b.Get("rope_freqs.weight"); f != nil {
-		ropeOpts = append(ropeOpts, rope.WithFactors(f))
+	if err := w.Blocks(h.Layers, "attn_norm.weight"); err != nil {
+		return nil, err
 	}
 	for i := 0; i < h.Layers; i++ {
 		p := fmt.Sprintf("blk.%d.", i)
+		// Llama 3.1's frequency factors (rope_freqs.weight, one per rotated
+		// pair, dividing each pair's frequency): the backend gives each
+		// layer its copy, on the layer's device.
+		layerRope := ropeOpts
+		if f := w.OptAs(load.F32, p+"rope_freqs.weight", h.RopeDim/2); f != nil {
+			layerRope = append(slices.Clip(ropeOpts), rope.WithFactors(f))
+		}
 		a := &nn.Attention{
 			Q:       nn.Linear{Weight: w.Get(p+"attn_q.weight", d, hd*h.Heads)},
 			K:       nn.Linear{Weight: w.Get(p+"attn_k.weight", d, hd*h.KVHeads)},
@@ -113,11 +121,11 @@ func New(b ml.Backend, v Variant) (*decoder.Model, error) {
 			KVHeads: h.KVHeads,
 			HeadDim: hd,
 			NormEps: h.Eps,
-			RoPE:    nn.RoPE{Dim: h.RopeDim, Base: h.RopeBase, Scale: h.RopeScale, Options: ropeOpts},
+			RoPE:    nn.RoPE{Dim: h.RopeDim, Base: h.RopeBase, Scale: h.RopeScale, Options: layerRope},
 		}
 		if v.QKNorm {
-			a.QNorm = w.Get(p+"attn_q_norm.weight", hd)
-			a.KNorm = w.Get(p+"attn_k_norm.weight", hd)
+			a.QNorm = w.GetAs(load.F32, p+"attn_q_norm.weight", hd)
+			a.KNorm = w.GetAs(load.F32, p+"attn_k_norm.weight", hd)
 		}
 		var ffn decoder.FFN
 		if v.MoE {
@@ -139,9 +147,9 @@ func New(b ml.Backend, v Variant) (*decoder.Model, error) {
 			}
 		}
 		m.Blocks = append(m.Blocks, decoder.Block{
-			AttnNorm: w.Get(p+"attn_norm.weight", d),
+			AttnNorm: w.GetAs(load.F32, p+"attn_norm.weight", d),
 			Mixer:    a,
-			FFNNorm:  w.Get(p+"ffn_norm.weight", d),
+			FFNNorm:  w.GetAs(load.F32, p+"ffn_norm.weight", d),
 			FFN:      ffn,
 			Cache:    kvcache.LayerSpec{Kind: kvcache.Attention, KeyDim: hd, ValueDim: hd, KVHeads: h.KVHeads},
 		})

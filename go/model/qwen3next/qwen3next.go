@@ -111,15 +111,18 @@ func ReadHyper(b ml.Backend) (Hyper, error) {
 		if rec {
 			continue
 		}
+		if kv[i] <= 0 {
+			r.Fail("%s: attention layer %d has %d key/value heads", r.Key("attention.head_count_kv"), i, kv[i])
+		}
 		if h.KVHeads == 0 {
 			h.KVHeads = kv[i]
 		}
 		if kv[i] != h.KVHeads {
-			r.Fail("%s: attention layers %d has %d key/value heads, another %d", r.Key("attention.head_count_kv"), i, kv[i], h.KVHeads)
+			r.Fail("%s: attention layer %d has %d key/value heads, another %d", r.Key("attention.head_count_kv"), i, kv[i], h.KVHeads)
 		}
 	}
 	if h.KVHeads == 0 {
-		h.KVHeads = h.Heads
+		h.KVHeads = h.Heads // no attention layers
 	}
 	r.Heads(h.Heads, h.KVHeads)
 
@@ -132,32 +135,9 @@ func ReadHyper(b ml.Backend) (Hyper, error) {
 	// RoPE: Qwen3.5 interleaves sections (rope.dimension_sections, or
 	// Ollama's 3-entry arrays and aliases); Qwen3-Next is NeoX.
 	if !next {
-		h.Sections = sections(r)
-		if h.Sections == nil {
-			r.Fail("the model's metadata lacks %s", r.Key("rope.dimension_sections"))
-		}
-		sum := 0
-		for _, s := range h.Sections {
-			if s < 0 {
-				r.Fail("%s %v has a negative section", r.Key("rope.dimension_sections"), h.Sections)
-			}
-			sum += s
-		}
-		if sum <= 0 || 2*sum > h.HeadDim {
-			r.Fail("%s %v: the sections must add up to between 1 and half the head size %d", r.Key("rope.dimension_sections"), h.Sections, h.HeadDim)
-		}
+		h.Sections = r.Sections(h.RopeDim)
 	}
-
-	// The delta-net shapes.
-	if h.KHeads > 0 && h.VHeads%h.KHeads != 0 {
-		r.Fail("%s = %d value heads are not a multiple of %s = %d key heads", r.Key("ssm.time_step_rank"), h.VHeads, r.Key("ssm.group_count"), h.KHeads)
-	}
-	if h.VHeads > 0 && h.Inner != h.VHeads*h.StateSize {
-		r.Fail("%s = %d is not %s × %s = %d × %d", r.Key("ssm.inner_size"), h.Inner, r.Key("ssm.time_step_rank"), r.Key("ssm.state_size"), h.VHeads, h.StateSize)
-	}
-	if h.ConvKernel < 2 {
-		r.Fail("%s = %d must be at least 2", r.Key("ssm.conv_kernel"), h.ConvKernel)
-	}
+	r.DeltaNet(h.ConvKernel, h.Inner, h.StateSize, h.VHeads, h.KHeads)
 
 	// Value heads: tiled (Qwen3.5's reordered GGUFs) or grouped (Qwen3-Next's
 	// checkpoint order). An explicit key decides; else the model: grouped
@@ -176,11 +156,12 @@ func ReadHyper(b ml.Backend) (Hyper, error) {
 	}
 
 	// Feed-forward: experts (qwen3next, qwen35moe) or dense (qwen35).
-	h.Experts = r.Int("expert_count", 0)
-	h.MoE = h.Experts > 0
-	if arch == "qwen3next" && !h.MoE {
-		r.Fail("the model's metadata lacks %s", r.Key("expert_count"))
+	if arch == "qwen35" {
+		h.Experts = r.Int("expert_count", 0)
+	} else {
+		h.Experts = r.Need("expert_count")
 	}
+	h.MoE = h.Experts > 0
 	if h.MoE {
 		h.ExpertsUsed = r.Need("expert_used_count")
 		r.Experts(h.Experts, h.ExpertsUsed)
@@ -217,22 +198,6 @@ func hasAny(b ml.Backend, suffixes ...string) bool {
 	return false
 }
 
-// sections reads the multi-section RoPE sections (padded to 4).
-func sections(r *load.Reader) []int {
-	for _, k := range []string{"rope.dimension_sections", "mrope_sections", "rope.mrope_section"} {
-		if !r.Has(k) {
-			continue
-		}
-		s := r.Ints(k)
-		if len(s) != 3 && len(s) != 4 {
-			r.Fail("%s must be an integer array of 3 or 4 entries", r.Key(k))
-			return nil
-		}
-		return append(s, make([]int, 4-len(s))...)
-	}
-	return nil
-}
-
 // New reads a model of the family from a backend opened on its GGUF file.
 func New(b ml.Backend) (*decoder.Model, error) {
 	h, err := ReadHyper(b)
@@ -254,6 +219,9 @@ func New(b ml.Backend) (*decoder.Model, error) {
 	dk, dv := h.StateSize, h.StateSize
 	kdim, vdim := h.KHeads*dk, h.VHeads*dv
 	ch := 2*kdim + vdim
+	if err := w.Blocks(h.Layers+h.NextN, "attn_norm.weight"); err != nil {
+		return nil, err
+	}
 	for i := 0; i < h.Layers; i++ {
 		p := fmt.Sprintf("blk.%d.", i)
 		var mixer decoder.Mixer
@@ -263,9 +231,9 @@ func New(b ml.Backend) (*decoder.Model, error) {
 			dn := &nn.DeltaNet{
 				QKV:      w.Opt(p+"attn_qkv.weight", d, ch),
 				Z:        w.Opt(p+"attn_gate.weight", d, vdim),
-				Conv:     w.Get(p+"ssm_conv1d.weight", h.ConvKernel, ch),
-				A:        w.Get(p+"ssm_a", h.VHeads),
-				Norm:     w.Get(p+"ssm_norm.weight", dv),
+				Conv:     w.GetAs(load.F32, p+"ssm_conv1d.weight", h.ConvKernel, ch),
+				A:        w.GetAs(load.F32, p+"ssm_a", h.VHeads),
+				Norm:     w.GetAs(load.F32, p+"ssm_norm.weight", dv),
 				Out:      w.Get(p+"ssm_out.weight", vdim, d),
 				KHeads:   h.KHeads,
 				VHeads:   h.VHeads,
@@ -278,8 +246,8 @@ func New(b ml.Backend) (*decoder.Model, error) {
 				dn.QKV, dn.Z = nil, nil
 				dn.QKVZ = w.Get(p+"ssm_in.weight", d, 2*kdim+2*vdim)
 			}
-			if dn.DtBias = w.Opt(p+"ssm_dt.bias", h.VHeads); dn.DtBias == nil {
-				dn.DtBias = w.Get(p+"ssm_dt", h.VHeads)
+			if dn.DtBias = w.OptAs(load.Bias, p+"ssm_dt.bias", h.VHeads); dn.DtBias == nil {
+				dn.DtBias = w.GetAs(load.Bias, p+"ssm_dt", h.VHeads)
 			}
 			if dn.BetaAlpha = w.Opt(p+"ssm_ba.weight", d, 2*h.VHeads); dn.BetaAlpha == nil {
 				dn.Beta = w.Get(p+"ssm_beta.weight", d, h.VHeads)
@@ -295,8 +263,8 @@ func New(b ml.Backend) (*decoder.Model, error) {
 				K:       nn.Linear{Weight: w.Get(p+"attn_k.weight", d, hd*h.KVHeads)},
 				V:       nn.Linear{Weight: w.Get(p+"attn_v.weight", d, hd*h.KVHeads)},
 				Output:  nn.Linear{Weight: w.Get(p+"attn_output.weight", hd*h.Heads, d)},
-				QNorm:   w.Get(p+"attn_q_norm.weight", hd),
-				KNorm:   w.Get(p+"attn_k_norm.weight", hd),
+				QNorm:   w.GetAs(load.F32, p+"attn_q_norm.weight", hd),
+				KNorm:   w.GetAs(load.F32, p+"attn_k_norm.weight", hd),
 				Heads:   h.Heads,
 				KVHeads: h.KVHeads,
 				HeadDim: hd,
@@ -338,9 +306,9 @@ func New(b ml.Backend) (*decoder.Model, error) {
 			}
 		}
 		m.Blocks = append(m.Blocks, decoder.Block{
-			AttnNorm: w.Get(p+"attn_norm.weight", d),
+			AttnNorm: w.GetAs(load.F32, p+"attn_norm.weight", d),
 			Mixer:    mixer,
-			FFNNorm:  w.Get(p+"post_attention_norm.weight", d),
+			FFNNorm:  w.GetAs(load.F32, p+"post_attention_norm.weight", d),
 			FFN:      ffn,
 			Cache:    spec,
 		})

@@ -164,7 +164,14 @@ pub(crate) fn create(gguf: &Gguf, blocks: usize, t: &Targets, memory: &mut Memor
     let mut set_of: HashMap<usize, usize> = HashMap::new();
     for info in infos {
         let mut made = Vec::new();
-        for target in placement::targets(&info.name, blocks, has_output)? {
+        // A layer past block_count: name the key too, the likelier culprit.
+        let targets = placement::targets(&info.name, blocks, has_output).map_err(|mut e| {
+            if let Some(arch) = gguf.arch() {
+                e.message = format!("{} ({arch}.block_count = {blocks})", e.message);
+            }
+            e
+        })?;
+        for target in targets {
             if let Some(&existing) = weights.by_name.get(&target.name) {
                 // Two file tensors mapping to one name (e.g. a file that has
                 // both output.weight and a tied copy): keep the first.

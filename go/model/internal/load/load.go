@@ -310,7 +310,7 @@ func (r *Reader) HeadDim(hidden, heads int) int {
 	}
 	k := r.Int("attention.key_length", def)
 	if v := r.Int("attention.value_length", k); v != k {
-		r.Fail("key length %d differs from value length %d", k, v)
+		r.Fail("%s = %d differs from %s = %d", r.Key("attention.key_length"), k, r.Key("attention.value_length"), v)
 	}
 	r.Positive("attention.key_length", k)
 	return k
@@ -338,8 +338,55 @@ func (r *Reader) Experts(n, used int) {
 	}
 }
 
+// Sections reads the sections of multi-section RoPE: rope.dimension_sections
+// (llama.cpp), or Ollama's mrope_sections or rope.mrope_section; 3 or 4
+// non-negative entries (padded to 4) counting rotated pairs, so adding up
+// to between 1 and ropeDim/2. Nil (and a failure) when absent.
+func (r *Reader) Sections(ropeDim int) []int {
+	for _, k := range []string{"rope.dimension_sections", "mrope_sections", "rope.mrope_section"} {
+		if !r.Has(k) {
+			continue
+		}
+		s := r.Ints(k)
+		if len(s) != 3 && len(s) != 4 {
+			r.Fail("%s must be an integer array of 3 or 4 entries", r.Key(k))
+			return nil
+		}
+		sum := 0
+		for _, x := range s {
+			if x < 0 {
+				r.Fail("%s %v has a negative section", r.Key(k), s)
+			}
+			sum += x
+		}
+		if sum <= 0 || 2*sum > ropeDim {
+			r.Fail("%s %v: the sections must add up to between 1 and half the rotated dimensions (%s = %d)",
+				r.Key(k), s, r.Key("rope.dimension_count"), ropeDim)
+		}
+		return append(s, make([]int, 4-len(s))...)
+	}
+	r.Fail("the model's metadata lacks %s", r.Key("rope.dimension_sections"))
+	return nil
+}
+
+// DeltaNet checks the sizes of a gated delta-net (ssm.* keys): vHeads
+// value heads (ssm.time_step_rank) a multiple of kHeads key heads
+// (ssm.group_count), ssm.inner_size = vHeads × ssm.state_size, and a
+// causal convolution (ssm.conv_kernel) at least 2 wide.
+func (r *Reader) DeltaNet(convKernel, inner, stateSize, vHeads, kHeads int) {
+	if kHeads > 0 && vHeads%kHeads != 0 {
+		r.Fail("%s = %d value heads are not a multiple of %s = %d key heads", r.Key("ssm.time_step_rank"), vHeads, r.Key("ssm.group_count"), kHeads)
+	}
+	if inner != vHeads*stateSize {
+		r.Fail("%s = %d is not %s × %s = %d × %d", r.Key("ssm.inner_size"), inner, r.Key("ssm.time_step_rank"), r.Key("ssm.state_size"), vHeads, stateSize)
+	}
+	if convKernel < 2 {
+		r.Fail("%s = %d must be at least 2", r.Key("ssm.conv_kernel"), convKernel)
+	}
+}
+
 // Weights fetches a model's weights, checking each against the shape its
-// hyperparameters imply.
+// hyperparameters imply and the element types the ops that use it take.
 type Weights struct {
 	b       ml.Backend
 	arch    string
@@ -353,30 +400,97 @@ type Weights struct {
 // NewWeights reads the weights of backend b.
 func NewWeights(b ml.Backend, arch string) *Weights { return &Weights{b: b, arch: arch} }
 
-// Get returns the required tensor name, which must have the given shape
+// Use is how a model uses a weight, which decides the element types it
+// may have.
+type Use int
+
+const (
+	// Matrix weights are multiplied (mul_mat, mul_mat_id) or looked up
+	// (get_rows): any float or quantized type.
+	Matrix Use = iota
+	// F32 weights are operands of element-wise ops that take f32 only:
+	// norm weights, convolution kernels, ssm_a, attention sinks, expert
+	// biases (add_id).
+	F32
+	// Bias weights are added: f32 or f16.
+	Bias
+)
+
+// Get returns the required matrix name, which must have the given shape
 // (ggml order).
-func (w *Weights) Get(name string, shape ...int) ml.Tensor {
+func (w *Weights) Get(name string, shape ...int) ml.Tensor { return w.GetAs(Matrix, name, shape...) }
+
+// Opt returns the optional matrix name (nil when absent), which must have
+// the given shape when present.
+func (w *Weights) Opt(name string, shape ...int) ml.Tensor { return w.OptAs(Matrix, name, shape...) }
+
+// GetAs returns the required tensor name, used as u, which must have the
+// given shape.
+func (w *Weights) GetAs(u Use, name string, shape ...int) ml.Tensor {
 	t := w.b.Get(name)
 	if t == nil {
 		w.missing = append(w.missing, name)
 		return nil
 	}
-	w.check(name, t, shape)
+	w.check(name, t, u, shape)
 	return t
 }
 
-// Opt returns the optional tensor name (nil when absent), which must have
-// the given shape when present.
-func (w *Weights) Opt(name string, shape ...int) ml.Tensor {
+// OptAs returns the optional tensor name (nil when absent), used as u,
+// which must have the given shape when present.
+func (w *Weights) OptAs(u Use, name string, shape ...int) ml.Tensor {
 	t := w.b.Get(name)
 	if t == nil {
 		return nil
 	}
-	w.check(name, t, shape)
+	w.check(name, t, u, shape)
 	return t
 }
 
-func (w *Weights) check(name string, t ml.Tensor, shape []int) {
+// typeNamer is a tensor that knows ggml's name of its element type
+// (package backend's does): DType folds most types into DTypeOther.
+type typeNamer interface{ TypeName() string }
+
+func typeName(t ml.Tensor) string {
+	if n, ok := t.(typeNamer); ok {
+		return n.TypeName()
+	}
+	switch t.DType() {
+	case ml.DTypeF32:
+		return "f32"
+	case ml.DTypeF16:
+		return "f16"
+	case ml.DTypeQ80:
+		return "q8_0"
+	case ml.DTypeQ40:
+		return "q4_0"
+	case ml.DTypeI32:
+		return "i32"
+	case ml.DTypeMXFP4:
+		return "mxfp4"
+	}
+	return "other"
+}
+
+// allowed reports whether a tensor of type typ can be used as u, and
+// otherwise what it should be.
+func allowed(u Use, typ string) (ok bool, want string) {
+	switch u {
+	case F32:
+		return typ == "f32", "f32"
+	case Bias:
+		return typ == "f32" || typ == "f16", "f32 or f16"
+	}
+	// Matrix: not an integer type, f64 (ggml has no matrix product for
+	// them), or a type the backend does not know.
+	bad := slices.Contains([]string{"i8", "i16", "i32", "i64", "f64"}, typ) || strings.HasPrefix(typ, "type")
+	return !bad, "a float or quantized type"
+}
+
+func (w *Weights) check(name string, t ml.Tensor, u Use, shape []int) {
+	if w.err != nil {
+		return
+	}
 	got := t.Shape()
 	// Trailing 1s are the same shape (a [n] vector stored as [n, 1]).
 	trim := func(s []int) []int {
@@ -385,13 +499,35 @@ func (w *Weights) check(name string, t ml.Tensor, shape []int) {
 		}
 		return s
 	}
-	if !slices.Equal(trim(slices.Clone(got)), trim(slices.Clone(shape))) && w.err == nil {
+	if !slices.Equal(trim(slices.Clone(got)), trim(slices.Clone(shape))) {
 		hint := ""
 		if w.Hint != "" {
 			hint = " (from " + w.Hint + ")"
 		}
 		w.err = fmt.Errorf("%s: tensor %s has shape %v, the metadata implies %v%s", w.arch, name, got, shape, hint)
+		return
 	}
+	typ := typeName(t)
+	if ok, want := allowed(u, typ); !ok {
+		w.err = fmt.Errorf("%s: tensor %s has type %s, which must be %s", w.arch, name, typ, want)
+	}
+}
+
+// Blocks checks that the model has the n layers its block_count gives
+// (those it reads, or all of them, MTP blocks included), by looking for
+// blk.<n-1>.<probe>, a tensor every layer has. Models call it before
+// fetching the layers' weights, so that a huge block_count is one error
+// naming the key, not a list of every tensor of the missing layers.
+func (w *Weights) Blocks(n int, probe string) error {
+	if n <= 0 || w.b.Get(fmt.Sprintf("blk.%d.%s", n-1, probe)) != nil {
+		return nil
+	}
+	have := 0
+	for have < n && w.b.Get(fmt.Sprintf("blk.%d.%s", have, probe)) != nil {
+		have++
+	}
+	return fmt.Errorf("%s: %s.block_count gives %d layers, but the model's tensors have %d (there is no blk.%d.%s)",
+		w.arch, w.arch, n, have, have, probe)
 }
 
 // Embeddings returns the token embeddings [d, vocab], the output norm [d]
@@ -399,7 +535,7 @@ func (w *Weights) check(name string, t ml.Tensor, shape []int) {
 // them).
 func (w *Weights) Embeddings(d, vocab int) (tok, norm, output ml.Tensor) {
 	tok = w.Get("token_embd.weight", d, vocab)
-	norm = w.Get("output_norm.weight", d)
+	norm = w.GetAs(F32, "output_norm.weight", d)
 	output = w.Opt("output.weight", d, vocab)
 	if output == nil {
 		output = tok
@@ -407,7 +543,8 @@ func (w *Weights) Embeddings(d, vocab int) (tok, norm, output ml.Tensor) {
 	return tok, norm, output
 }
 
-// Err reports the first problem: missing tensors, or a shape mismatch.
+// Err reports the first problem: missing tensors, or a shape or type
+// mismatch.
 func (w *Weights) Err() error {
 	if len(w.missing) > 0 {
 		m := w.missing

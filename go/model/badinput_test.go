@@ -1,0 +1,541 @@
+package model_test
+
+// Bad input: a model whose hyperparameters contradict its tensors (head
+// counts, expert counts, the conv kernel, the delta-net and RoPE section
+// sizes, the block count), or whose tensors have the wrong shape or type
+// or are missing, must be a clear error that names the key or tensor at
+// fault, never an abort or a hang. Each case writes a mutated copy of a
+// small generated model (scripts/gen-models.py) and opens it the way the
+// runner does: backend, load, model.New, a cache and one forward pass.
+//
+// The models live in $GGML_RS_MODELS (make test sets it and generates them
+// first; a missing one is then a failure) or, without it, in .cache/models,
+// where a missing file skips the test.
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"ggmlrs/gguf"
+	"ggmlrs/ml"
+	_ "ggmlrs/ml/backend"
+	"ggmlrs/model"
+	"ggmlrs/model/decoder"
+)
+
+// modelPath is where the generated small model name lives (see
+// go/cmd/ggml-rs/parity_test.go).
+func modelPath(t *testing.T, name string) string {
+	t.Helper()
+	dir, required := os.LookupEnv("GGML_RS_MODELS")
+	if !required {
+		dir = "../../.cache/models"
+	}
+	path := filepath.Join(dir, name+".gguf")
+	if _, err := os.Stat(path); err != nil {
+		if required {
+			t.Fatalf("%s is missing: make models (scripts/gen-models.py --size small) writes it", path)
+		}
+		t.Skipf("%s is not there (make models writes it; make test does)", path)
+	}
+	return path
+}
+
+// ggufFile is a model read whole into memory, to be edited and written.
+type ggufFile struct {
+	arch    string
+	kvs     []gguf.KV
+	tensors []gguf.TensorInfo
+	data    map[string][]byte
+}
+
+func readGGUF(t *testing.T, path string) *ggufFile {
+	t.Helper()
+	g, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	m := &ggufFile{kvs: slices.Clone(g.KVs), tensors: slices.Clone(g.Tensors), data: map[string][]byte{}}
+	a, _ := g.Get("general.architecture")
+	m.arch, _ = a.(string)
+	for _, ti := range g.Tensors {
+		b := make([]byte, ti.Size())
+		if _, err := f.ReadAt(b, int64(g.DataOffset+ti.Offset)); err != nil && err != io.EOF {
+			t.Fatal(err)
+		}
+		m.data[ti.Name] = b
+	}
+	return m
+}
+
+func (m *ggufFile) clone() *ggufFile {
+	c := &ggufFile{arch: m.arch, kvs: slices.Clone(m.kvs), tensors: slices.Clone(m.tensors), data: map[string][]byte{}}
+	for k, v := range m.data {
+		c.data[k] = v // never written to: edits replace the slice
+	}
+	return c
+}
+
+// key is k's full name: prefixed with the architecture unless general. or
+// tokenizer.
+func (m *ggufFile) key(k string) string {
+	if strings.HasPrefix(k, "general.") || strings.HasPrefix(k, "tokenizer.") {
+		return k
+	}
+	return m.arch + "." + k
+}
+
+func (m *ggufFile) get(k string) any {
+	for _, kv := range m.kvs {
+		if kv.Key == m.key(k) {
+			return kv.Value
+		}
+	}
+	return nil
+}
+
+// u is integer key k (0 when absent).
+func (m *ggufFile) u(k string) int {
+	switch v := m.get(k).(type) {
+	case uint32:
+		return int(v)
+	case int32:
+		return int(v)
+	case uint64:
+		return int(v)
+	}
+	return 0
+}
+
+// set sets key k (nil deletes it).
+func (m *ggufFile) set(k string, v any) {
+	k = m.key(k)
+	i := slices.IndexFunc(m.kvs, func(kv gguf.KV) bool { return kv.Key == k })
+	switch {
+	case v == nil && i >= 0:
+		m.kvs = slices.Delete(m.kvs, i, i+1)
+	case v == nil:
+	case i >= 0:
+		m.kvs[i].Value = v
+	default:
+		m.kvs = append(m.kvs, gguf.KV{Key: k, Value: v})
+	}
+}
+
+func (m *ggufFile) tensor(name string) *gguf.TensorInfo {
+	for i := range m.tensors {
+		if m.tensors[i].Name == name {
+			return &m.tensors[i]
+		}
+	}
+	return nil
+}
+
+func (m *ggufFile) shape(t *testing.T, name string) []int {
+	t.Helper()
+	ti := m.tensor(name)
+	if ti == nil {
+		t.Fatalf("%s has no tensor %s", m.arch, name)
+	}
+	var s []int
+	for _, d := range ti.Shape {
+		s = append(s, int(d))
+	}
+	return s
+}
+
+// retensor gives tensor name a new type and shape, with zero data.
+func (m *ggufFile) retensor(t *testing.T, name string, typ gguf.TensorType, shape ...int) {
+	t.Helper()
+	ti := m.tensor(name)
+	if ti == nil {
+		t.Fatalf("%s has no tensor %s", m.arch, name)
+	}
+	ti.Type, ti.Shape = typ, nil
+	for _, d := range shape {
+		ti.Shape = append(ti.Shape, uint64(d))
+	}
+	m.data[name] = make([]byte, ti.Size())
+}
+
+// reshape gives tensor name a new shape (same type, zero data).
+func (m *ggufFile) reshape(t *testing.T, name string, shape ...int) {
+	t.Helper()
+	m.retensor(t, name, m.tensor(name).Type, shape...)
+}
+
+// retype gives tensor name a new type (same shape, zero data).
+func (m *ggufFile) retype(t *testing.T, name string, typ gguf.TensorType) {
+	t.Helper()
+	m.retensor(t, name, typ, m.shape(t, name)...)
+}
+
+// add appends a tensor of zeros.
+func (m *ggufFile) add(name string, typ gguf.TensorType, shape ...int) {
+	ti := gguf.TensorInfo{Name: name, Type: typ}
+	for _, d := range shape {
+		ti.Shape = append(ti.Shape, uint64(d))
+	}
+	m.tensors = append(m.tensors, ti)
+	m.data[name] = make([]byte, ti.Size())
+}
+
+func (m *ggufFile) drop(name string) {
+	m.tensors = slices.DeleteFunc(m.tensors, func(ti gguf.TensorInfo) bool { return ti.Name == name })
+}
+
+func (m *ggufFile) write(t *testing.T, path string) {
+	t.Helper()
+	b := gguf.NewBuilder()
+	for _, kv := range m.kvs {
+		if err := b.Add(kv.Key, kv.Value); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, ti := range m.tensors {
+		if err := b.AddTensor(ti.Name, ti.Type, ti.Shape, m.data[ti.Name]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.WriteFile(path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// run opens the model at path as the runner does and computes a few
+// tokens; it returns the first error and the stage that gave it.
+func run(path string) (stage string, err error) {
+	stage = "open"
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("PANIC in %s: %v", stage, p)
+		}
+	}()
+	b, err := ml.NewBackend(path, ml.BackendParams{AllocMemory: true, NumThreads: 2})
+	if err != nil {
+		return stage, err
+	}
+	defer b.Close()
+	stage = "load"
+	if err := b.Load(context.Background(), nil); err != nil {
+		return stage, err
+	}
+	stage = "model.New"
+	m, err := model.New(b)
+	if err != nil {
+		return stage, err
+	}
+	stage = "NewCache"
+	cache, err := m.NewCache(decoder.CacheOptions{Capacity: 64, MaxBatch: 8})
+	if err != nil {
+		return stage, err
+	}
+	defer cache.Close()
+	stage = "forward"
+	if _, err := m.Forward(cache, []int32{1, 2, 3, 4, 5}, false); err != nil {
+		return stage, err
+	}
+	_, err = m.Forward(cache, []int32{6}, false)
+	m.ReleaseGraph()
+	return stage, err
+}
+
+// badCase is one mutation; the error must contain every string of want
+// (a key is given without the architecture prefix, %s for blk.N).
+type badCase struct {
+	name string
+	edit func(t *testing.T, m *ggufFile)
+	want []string
+}
+
+// The five architectures' small models.
+var badArchs = []string{"qwen3moe", "gpt-oss", "qwen3next", "qwen35", "qwen35moe"}
+
+func TestBadModels(t *testing.T) {
+	for _, arch := range badArchs {
+		t.Run(arch, func(t *testing.T) {
+			orig := readGGUF(t, modelPath(t, arch+"-small-f16"))
+			// The unmodified model opens and runs.
+			if stage, err := run(modelPath(t, arch+"-small-f16")); err != nil {
+				t.Fatalf("the unmodified model: %s: %v", stage, err)
+			}
+			dir := t.TempDir()
+			for i, c := range badCases(t, orig) {
+				t.Run(c.name, func(t *testing.T) {
+					m := orig.clone()
+					c.edit(t, m)
+					path := filepath.Join(dir, fmt.Sprintf("case%03d.gguf", i))
+					m.write(t, path)
+					defer os.Remove(path)
+					stage, err := run(path)
+					if err == nil {
+						t.Fatalf("no error (the model opened and ran)")
+					}
+					msg := err.Error()
+					if strings.Contains(msg, "PANIC") {
+						t.Fatalf("%s", msg)
+					}
+					for _, w := range c.want {
+						if !strings.Contains(msg, w) {
+							t.Errorf("%s: error %q does not name %q", stage, msg, w)
+						}
+					}
+					t.Logf("%s: %v", stage, msg)
+				})
+			}
+		})
+	}
+}
+
+// nonDivisor is the smallest n > 1 that does not divide x.
+func nonDivisor(x int) int {
+	n := 2
+	for x%n == 0 {
+		n++
+	}
+	return n
+}
+
+func badCases(t *testing.T, m *ggufFile) []badCase {
+	a := m.arch
+	k := func(s string) string { return a + "." + s }
+	set := func(key string, v any) func(*testing.T, *ggufFile) {
+		return func(_ *testing.T, m *ggufFile) { m.set(key, v) }
+	}
+	u32 := func(n int) uint32 { return uint32(n) }
+	heads, kv, layers := m.u("attention.head_count"), m.u("attention.head_count_kv"), m.u("block_count")
+	hd := m.u("attention.key_length")
+	hybrid := m.get("ssm.conv_kernel") != nil
+	moe := m.get("expert_count") != nil
+	// An attention layer and (hybrids) a recurrent one.
+	attn, rec := 0, -1
+	if hybrid {
+		attn, rec = m.u("full_attention_interval")-1, 0
+	}
+	blk := func(i int, s string) string { return fmt.Sprintf("blk.%d.%s", i, s) }
+	otherKV := heads // a head_count_kv that divides head_count but is not the tensors'
+	if kv == heads {
+		otherKV = 1
+	}
+
+	cs := []badCase{
+		// Heads.
+		{"head_count not a multiple of head_count_kv", set("attention.head_count_kv", u32(nonDivisor(heads))),
+			[]string{k("attention.head_count_kv")}},
+		{"head_count_kv 0", set("attention.head_count_kv", u32(0)), []string{k("attention.head_count_kv")}},
+		{"head_count_kv larger than head_count", set("attention.head_count_kv", u32(2*heads)), []string{k("attention.head_count_kv")}},
+		{"head_count_kv array of the wrong length", set("attention.head_count_kv", make([]int32, layers+1)),
+			[]string{k("attention.head_count_kv")}},
+		{"head_count_kv a string", set("attention.head_count_kv", "two"), []string{k("attention.head_count_kv")}},
+		{"head_count 0", set("attention.head_count", u32(0)), []string{k("attention.head_count")}},
+		{"head_count missing", set("attention.head_count", nil), []string{k("attention.head_count")}},
+		// Consistent keys, contradicting the tensors.
+		{"head_count doubled", set("attention.head_count", u32(2*heads)), []string{blk(attn, "attn_q.weight")}},
+		{"head_count_kv dividing head_count but contradicting attn_k", set("attention.head_count_kv", u32(otherKV)),
+			[]string{blk(attn, "attn_k.weight")}},
+		{"key_length differs from value_length", set("attention.key_length", u32(hd/2)),
+			[]string{k("attention.key_length"), k("attention.value_length")}},
+		{"key and value length halved", func(_ *testing.T, m *ggufFile) {
+			m.set("attention.key_length", u32(hd/2))
+			m.set("attention.value_length", u32(hd/2))
+			m.set("rope.dimension_count", u32(min(hd/2, m.u("rope.dimension_count"))))
+		}, []string{blk(attn, "attn_q.weight")}},
+		{"embedding_length wrong", set("embedding_length", u32(m.u("embedding_length")+32)), []string{"token_embd.weight"}},
+		// RoPE.
+		{"rope.dimension_count odd", set("rope.dimension_count", u32(hd-1)), []string{k("rope.dimension_count")}},
+		{"rope.dimension_count larger than the head", set("rope.dimension_count", u32(2*hd)), []string{k("rope.dimension_count")}},
+		{"rope.dimension_count 0", set("rope.dimension_count", u32(0)), []string{k("rope.dimension_count")}},
+		// Layers.
+		{"block_count larger than the layers present", set("block_count", u32(layers+1)), []string{k("block_count")}},
+		{"block_count huge", set("block_count", u32(hugeBlocks)), []string{k("block_count")}},
+		{"block_count 0", set("block_count", u32(0)), []string{k("block_count")}},
+		// Tensors.
+		{"missing attention tensor", func(_ *testing.T, m *ggufFile) { m.drop(blk(attn, "attn_k.weight")) }, []string{blk(attn, "attn_k.weight")}},
+		{"missing output norm", func(_ *testing.T, m *ggufFile) { m.drop("output_norm.weight") }, []string{"output_norm.weight"}},
+		{"attention tensor 1-D", func(t *testing.T, m *ggufFile) {
+			s := m.shape(t, blk(attn, "attn_v.weight"))
+			m.reshape(t, blk(attn, "attn_v.weight"), s[0]*s[1])
+		}, []string{blk(attn, "attn_v.weight")}},
+		{"norm 2-D", func(t *testing.T, m *ggufFile) {
+			s := m.shape(t, blk(attn, "attn_norm.weight"))
+			m.reshape(t, blk(attn, "attn_norm.weight"), s[0]/2, 2)
+		}, []string{blk(attn, "attn_norm.weight")}},
+		{"norm of type i32", func(t *testing.T, m *ggufFile) { m.retype(t, blk(attn, "attn_norm.weight"), gguf.TensorI32) },
+			[]string{blk(attn, "attn_norm.weight")}},
+		{"norm of type q8_0", func(t *testing.T, m *ggufFile) { m.retype(t, "output_norm.weight", gguf.TensorQ8_0) },
+			[]string{"output_norm.weight"}},
+		{"embeddings of type i32", func(t *testing.T, m *ggufFile) { m.retype(t, "token_embd.weight", gguf.TensorI32) },
+			[]string{"token_embd.weight"}},
+		{"attention weight of type i32", func(t *testing.T, m *ggufFile) { m.retype(t, blk(attn, "attn_q.weight"), gguf.TensorI32) },
+			[]string{blk(attn, "attn_q.weight")}},
+		{"attention weight of type f64", func(t *testing.T, m *ggufFile) { m.retype(t, blk(attn, "attn_output.weight"), gguf.TensorF64) },
+			[]string{blk(attn, "attn_output.weight")}},
+	}
+
+	if a == "qwen3moe" {
+		// llama.cpp's optional RoPE frequency factors: rope.dimension_count/2 f32s.
+		rd := m.u("rope.dimension_count")
+		cs = append(cs, []badCase{
+			{"rope_freqs of the wrong length", func(_ *testing.T, m *ggufFile) { m.add("rope_freqs.weight", gguf.TensorF32, rd) },
+				[]string{"rope_freqs.weight"}},
+			{"rope_freqs of type f16", func(_ *testing.T, m *ggufFile) { m.add("rope_freqs.weight", gguf.TensorF16, rd/2) },
+				[]string{"rope_freqs.weight"}},
+		}...)
+	}
+
+	if moe {
+		E, used := m.u("expert_count"), m.u("expert_used_count")
+		d := m.u("embedding_length")
+		cs = append(cs, []badCase{
+			{"expert_count larger than the tensors'", set("expert_count", u32(2*E)), []string{blk(0, "ffn_gate_inp.weight")}},
+			{"expert_count smaller than the tensors'", set("expert_count", u32(used)), []string{blk(0, "ffn_gate_inp.weight")}},
+			{"expert_count below expert_used_count", set("expert_count", u32(used-1)), []string{k("expert_used_count"), k("expert_count")}},
+			{"expert_count 0", set("expert_count", u32(0)), []string{k("expert_count")}},
+			{"expert_count missing", set("expert_count", nil), []string{k("expert_count")}},
+			{"expert_used_count 0", set("expert_used_count", u32(0)), []string{k("expert_used_count")}},
+			{"expert_used_count above expert_count", set("expert_used_count", u32(E+1)), []string{k("expert_used_count")}},
+			{"expert_feed_forward_length wrong", set("expert_feed_forward_length", u32(m.u("expert_feed_forward_length")*2)),
+				[]string{blk(0, "ffn_")}},
+			{"expert tensor 2-D", func(t *testing.T, m *ggufFile) {
+				s := m.shape(t, blk(0, "ffn_gate_exps.weight"))
+				m.reshape(t, blk(0, "ffn_gate_exps.weight"), s[0], s[1]*s[2])
+			}, []string{blk(0, "ffn_gate_exps.weight")}},
+			{"expert tensor of type i32", func(t *testing.T, m *ggufFile) { m.retype(t, blk(1, "ffn_up_exps.weight"), gguf.TensorI32) },
+				[]string{blk(1, "ffn_up_exps.weight")}},
+			{"router of type i32", func(t *testing.T, m *ggufFile) { m.retype(t, blk(1, "ffn_gate_inp.weight"), gguf.TensorI32) },
+				[]string{blk(1, "ffn_gate_inp.weight")}},
+			// More router logits than experts: the router ranks experts
+			// the expert tensors do not hold.
+			{"router with more experts than the expert tensors", func(t *testing.T, m *ggufFile) {
+				m.reshape(t, blk(1, "ffn_gate_inp.weight"), d, 2*E)
+			}, []string{blk(1, "ffn_gate_inp.weight")}},
+			{"expert tensors with fewer experts than the router", func(t *testing.T, m *ggufFile) {
+				for _, n := range []string{"ffn_gate_exps.weight", "ffn_up_exps.weight", "ffn_down_exps.weight"} {
+					s := m.shape(t, blk(1, n))
+					m.reshape(t, blk(1, n), s[0], s[1], E/2)
+				}
+			}, []string{blk(1, "ffn_")}},
+			{"missing expert tensor", func(_ *testing.T, m *ggufFile) { m.drop(blk(2, "ffn_down_exps.weight")) }, []string{blk(2, "ffn_down_exps.weight")}},
+		}...)
+		if a == "gpt-oss" {
+			cs = append(cs, []badCase{
+				{"router bias with more experts", func(t *testing.T, m *ggufFile) { m.reshape(t, blk(0, "ffn_gate_inp.bias"), 2*E) },
+					[]string{blk(0, "ffn_gate_inp.bias")}},
+				{"expert bias with fewer experts than the router", func(t *testing.T, m *ggufFile) {
+					s := m.shape(t, blk(0, "ffn_down_exps.bias"))
+					m.reshape(t, blk(0, "ffn_down_exps.bias"), s[0], E/2)
+				}, []string{blk(0, "ffn_down_exps.bias")}},
+				{"expert bias 1-D", func(t *testing.T, m *ggufFile) {
+					s := m.shape(t, blk(0, "ffn_up_exps.bias"))
+					m.reshape(t, blk(0, "ffn_up_exps.bias"), s[0]*s[1])
+				}, []string{blk(0, "ffn_up_exps.bias")}},
+				{"expert bias of type f16", func(t *testing.T, m *ggufFile) { m.retype(t, blk(0, "ffn_down_exps.bias"), gguf.TensorF16) },
+					[]string{blk(0, "ffn_down_exps.bias")}},
+				{"attention sinks of type f16", func(t *testing.T, m *ggufFile) { m.retype(t, blk(0, "attn_sinks.weight"), gguf.TensorF16) },
+					[]string{blk(0, "attn_sinks.weight")}},
+				{"attention sinks of the wrong length", func(t *testing.T, m *ggufFile) { m.reshape(t, blk(0, "attn_sinks.weight"), heads+1) },
+					[]string{blk(0, "attn_sinks.weight")}},
+				{"attention bias of type i32", func(t *testing.T, m *ggufFile) { m.retype(t, blk(0, "attn_q.bias"), gguf.TensorI32) },
+					[]string{blk(0, "attn_q.bias")}},
+				{"sliding_window 0", set("attention.sliding_window", u32(0)), []string{k("attention.sliding_window")}},
+				{"sliding_window missing", set("attention.sliding_window", nil), []string{k("attention.sliding_window")}},
+				{"sliding_window_pattern of the wrong length", set("attention.sliding_window_pattern", make([]bool, layers+1)),
+					[]string{k("attention.sliding_window_pattern")}},
+			}...)
+		}
+		if m.get("expert_shared_feed_forward_length") != nil {
+			cs = append(cs, badCase{"expert_shared_feed_forward_length wrong",
+				set("expert_shared_feed_forward_length", u32(m.u("expert_shared_feed_forward_length")*2)), []string{blk(0, "ffn_up_shexp.weight")}})
+			cs = append(cs, badCase{"shared expert gate of type i32", func(t *testing.T, m *ggufFile) {
+				m.retype(t, blk(0, "ffn_gate_inp_shexp.weight"), gguf.TensorI32)
+			}, []string{blk(0, "ffn_gate_inp_shexp.weight")}})
+		}
+	}
+
+	if hybrid {
+		conv, S := m.u("ssm.conv_kernel"), m.u("ssm.state_size")
+		nk, nv, inner := m.u("ssm.group_count"), m.u("ssm.time_step_rank"), m.u("ssm.inner_size")
+		cs = append(cs, []badCase{
+			{"ssm.conv_kernel not matching ssm_conv1d", set("ssm.conv_kernel", u32(conv+1)), []string{blk(rec, "ssm_conv1d.weight")}},
+			{"ssm.conv_kernel 1", set("ssm.conv_kernel", u32(1)), []string{k("ssm.conv_kernel")}},
+			{"ssm.conv_kernel 0", set("ssm.conv_kernel", u32(0)), []string{k("ssm.conv_kernel")}},
+			{"ssm.conv_kernel missing", set("ssm.conv_kernel", nil), []string{k("ssm.conv_kernel")}},
+			{"ssm.group_count not dividing time_step_rank", set("ssm.group_count", u32(nonDivisor(nv))), []string{k("ssm.group_count")}},
+			{"ssm.group_count above time_step_rank", set("ssm.group_count", u32(2*nv)), []string{k("ssm.group_count")}},
+			{"ssm.group_count 0", set("ssm.group_count", u32(0)), []string{k("ssm.group_count")}},
+			{"ssm.group_count contradicting the tensors", set("ssm.group_count", u32(nv)), []string{blk(rec, "")}},
+			{"ssm.time_step_rank not matching inner_size", set("ssm.time_step_rank", u32(2*nv)), []string{k("ssm.inner_size")}},
+			{"ssm.time_step_rank and inner_size contradicting the tensors", func(_ *testing.T, m *ggufFile) {
+				m.set("ssm.time_step_rank", u32(2*nv))
+				m.set("ssm.inner_size", u32(2*inner))
+			}, []string{blk(rec, "")}},
+			{"ssm.state_size not matching inner_size", set("ssm.state_size", u32(S/2)), []string{k("ssm.inner_size")}},
+			{"ssm.state_size and inner_size contradicting the tensors", func(_ *testing.T, m *ggufFile) {
+				m.set("ssm.state_size", u32(S/2))
+				m.set("ssm.inner_size", u32(inner/2))
+			}, []string{blk(rec, "")}},
+			{"ssm.inner_size off by one", set("ssm.inner_size", u32(inner+1)), []string{k("ssm.inner_size")}},
+			{"ssm.state_size 0", set("ssm.state_size", u32(0)), []string{k("ssm.state_size")}},
+			{"full_attention_interval 0", set("full_attention_interval", u32(0)), []string{k("full_attention_interval")}},
+			{"full_attention_interval 1", set("full_attention_interval", u32(1)), []string{blk(0, "attn_q.weight")}},
+			{"full_attention_interval past the layers", set("full_attention_interval", u32(100)), []string{blk(attn, "ssm_")}},
+			{"recurrent_layers of the wrong length", set("attention.recurrent_layers", make([]int32, 2)), []string{k("attention.recurrent_layers")}},
+			{"head_count_kv array with unequal attention layers", func(_ *testing.T, m *ggufFile) {
+				a := make([]int32, layers)
+				for i := range a {
+					if (i+1)%4 == 0 {
+						a[i] = int32(kv + i/4*kv)
+					}
+				}
+				m.set("attention.head_count_kv", a)
+			}, []string{k("attention.head_count_kv")}},
+			{"head_count_kv array of zeros", set("attention.head_count_kv", make([]int32, layers)), []string{blk(attn, "ssm_")}},
+			{"nextn_predict_layers as many as the blocks", set("nextn_predict_layers", u32(layers)), []string{k("nextn_predict_layers")}},
+			{"ssm_conv1d of the wrong shape", func(t *testing.T, m *ggufFile) {
+				s := m.shape(t, blk(rec, "ssm_conv1d.weight"))
+				m.reshape(t, blk(rec, "ssm_conv1d.weight"), s[0], s[1]-1)
+			}, []string{blk(rec, "ssm_conv1d.weight")}},
+			{"ssm_conv1d of type f16", func(t *testing.T, m *ggufFile) { m.retype(t, blk(rec, "ssm_conv1d.weight"), gguf.TensorF16) },
+				[]string{blk(rec, "ssm_conv1d.weight")}},
+			{"ssm_a of type f16", func(t *testing.T, m *ggufFile) { m.retype(t, blk(rec, "ssm_a"), gguf.TensorF16) },
+				[]string{blk(rec, "ssm_a")}},
+			{"ssm_dt.bias of type i32", func(t *testing.T, m *ggufFile) { m.retype(t, blk(rec, "ssm_dt.bias"), gguf.TensorI32) },
+				[]string{blk(rec, "ssm_dt.bias")}},
+			{"ssm_norm of type q8_0", func(t *testing.T, m *ggufFile) { m.retype(t, blk(rec, "ssm_norm.weight"), gguf.TensorQ8_0) },
+				[]string{blk(rec, "ssm_norm.weight")}},
+			{"ssm_a 2-D", func(t *testing.T, m *ggufFile) { m.reshape(t, blk(rec, "ssm_a"), nv, 2) }, []string{blk(rec, "ssm_a")}},
+			{"missing ssm_out", func(_ *testing.T, m *ggufFile) { m.drop(blk(rec, "ssm_out.weight")) }, []string{blk(rec, "ssm_out.weight")}},
+			{"missing attn_qkv", func(_ *testing.T, m *ggufFile) { m.drop(blk(rec, "attn_qkv.weight")) }, []string{blk(rec, "")}},
+		}...)
+		_ = nk
+	}
+
+	if m.get("rope.dimension_sections") != nil {
+		cs = append(cs, []badCase{
+			{"rope.dimension_sections summing past the head", set("rope.dimension_sections", []int32{int32(hd), 0, 0, 0}),
+				[]string{k("rope.dimension_sections")}},
+			{"rope.dimension_sections summing past the rotated dimensions", set("rope.dimension_sections", []int32{int32(hd / 2), 0, 0, 0}),
+				[]string{k("rope.dimension_sections")}},
+			{"rope.dimension_sections of 2", set("rope.dimension_sections", []int32{3, 3}), []string{k("rope.dimension_sections")}},
+			{"rope.dimension_sections of 5", set("rope.dimension_sections", []int32{3, 3, 2, 0, 1}), []string{k("rope.dimension_sections")}},
+			{"rope.dimension_sections negative", set("rope.dimension_sections", []int32{3, -3, 2, 6}), []string{k("rope.dimension_sections")}},
+			{"rope.dimension_sections all 0", set("rope.dimension_sections", []int32{0, 0, 0, 0}), []string{k("rope.dimension_sections")}},
+			{"rope.dimension_sections of floats", set("rope.dimension_sections", []float32{3, 3, 2, 0}), []string{k("rope.dimension_sections")}},
+			{"rope.dimension_sections missing", set("rope.dimension_sections", nil), []string{k("rope.dimension_sections")}},
+		}...)
+	}
+	return cs
+}
+
+var hugeBlocks = 1 << 16
