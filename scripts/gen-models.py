@@ -5,8 +5,9 @@ Writes models of seven llama.cpp architectures with llama.cpp's tensor names,
 shapes and metadata (as its converter writes them), in F16, Q8_0 and Q4_0, so
 that llama.cpp (tools/llama-ref) and our Go runner load the same files:
 
-  llama, qwen3   dense transformers (GQA, SwiGLU, RMSNorm, RoPE; qwen3 with
-                 per-head q/k norms)
+  llama, qwen3   dense transformers (GQA, SwiGLU, RMSNorm, RoPE; llama with
+                 Llama 3.1's rope_freqs factors, qwen3 with per-head q/k
+                 norms)
   qwen3moe       qwen3 attention with a softmax-routed mixture of experts
   gpt-oss        llama.cpp's LLM_ARCH_OPENAI_MOE: q/k/v/o biases, attention
                  sinks, sliding-window layers alternating with full ones,
@@ -195,12 +196,34 @@ def write_model(path: str, arch: str, size: str, tname: str):
         mat(p + "ffn_down.weight", d, ffn, ffn ** -0.5)
     norm("output_norm.weight", d)
     mat("output.weight", V, d, 3.0 * d ** -0.5)
+    if arch == "llama":
+        w.add_tensor("rope_freqs.weight", llama3_rope_factors(hd, 10000.0, h["ctx"] // 32))
 
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
     os.replace(path + ".tmp", path)
+
+
+def llama3_rope_factors(dim, base, orig_ctx, factor=8.0, low=1.0, high=4.0):
+    """Llama 3.1's RoPE frequency factors (rope_freqs.weight, one per rotated
+    pair; the pair's frequency is divided by it): 1 for wavelengths below
+    orig_ctx/high, factor above orig_ctx/low, a smooth blend between. The
+    models take an original context of ctx/32 (64 for small) so that the
+    factors reach dimensions that positions below 128 turn by a radian or
+    more, where ignoring them changes the logits."""
+    out = []
+    for i in range(dim // 2):
+        wavelen = 2 * np.pi * base ** (2 * i / dim)
+        if wavelen < orig_ctx / high:
+            out.append(1.0)
+        elif wavelen > orig_ctx / low:
+            out.append(factor)
+        else:
+            smooth = (orig_ctx / wavelen - low) / (high - low)
+            out.append(1.0 / ((1 - smooth) / factor + smooth))
+    return np.array(out, dtype=np.float32)
 
 
 # --- the MoE and hybrid architectures ------------------------------------------
