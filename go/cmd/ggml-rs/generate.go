@@ -81,7 +81,8 @@ func openDecoder(path string, f *decoderFlags) (*backend.Backend, *decoder.Model
 
 func runGenerate(args []string) error {
 	fs := newFlags("generate", "[flags] MODEL -p PROMPT",
-		"Generates text after PROMPT with the GGUF model MODEL (architecture llama or qwen3),\n"+
+		"Generates text after PROMPT with the GGUF model MODEL (a decoder: llama, qwen3, qwen3moe,\n"+
+			"gpt-oss, qwen3next, qwen35 or qwen35moe, in llama.cpp's or Ollama's layout),\n"+
 			"streaming it to stdout, then prints prompt and generation speed on stderr.")
 	prompt := fs.String("p", "", "the prompt")
 	n := fs.Int("n", 128, "tokens to generate at most (0: until end of text or a full context)")

@@ -45,7 +45,7 @@ func init() {
 		{"convert", "[flags] DIR", "convert a Hugging Face BERT checkpoint (model.safetensors, config.json, vocab.txt) to GGUF", runConvert},
 		{"embed", "[flags] MODEL TEXT...", "sentence embeddings of each TEXT: a cosine-similarity table, or JSON with -json", runEmbed},
 		{"inspect", "[flags] MODEL", "a model's architecture, key/values, tensors with their placement, and memory per device (allocates nothing)", runInspect},
-		{"generate", "[flags] MODEL -p PROMPT", "text generation with a llama or qwen3 model, streamed, with prefill and decode speed", runGenerate},
+		{"generate", "[flags] MODEL -p PROMPT", "text generation with a decoder model (llama, qwen3, qwen3moe, gpt-oss, qwen3next, qwen35, qwen35moe), streamed, with prefill and decode speed", runGenerate},
 		{"bench", "[flags] MODEL", "prompt processing and generation speed, as llama-bench's table", runBench},
 		{"logits", "[flags] MODEL TOKEN...", "the logits of token ids (last position, or every one with -all) as JSON", runLogits},
 		{"tokenize", "[flags] MODEL [TEXT]", "the token ids of TEXT (or of each string of a JSON file) with the model's tokenizer", runTokenize},
