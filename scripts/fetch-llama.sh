@@ -7,7 +7,8 @@
 # include/, common/, vendor/, ggml/ and top-level CMake files, but none of its
 # tools. Cargo downloads and verifies it (`cargo vendor --locked`); we keep the
 # llama.cpp folder and apply our ggml patches (scripts/patches/*.sh) to its
-# ggml/, so the reference runs the same ggml as we do.
+# ggml/, so the reference runs the same ggml as we do, and the reference's
+# own (scripts/llama-patches/*.sh) to the rest.
 #
 # Usage: scripts/fetch-llama.sh [DEST]   (default: .cache/llama.cpp)
 set -euo pipefail
@@ -17,7 +18,7 @@ version=0.1.161
 
 patches_hash() {
   local p
-  for p in "$root"/scripts/patches/*.sh; do
+  for p in "$root"/scripts/patches/*.sh "$root"/scripts/llama-patches/*.sh; do
     [ -e "$p" ] || continue
     basename "$p"
     cat "$p"
@@ -47,6 +48,13 @@ for p in "$root"/scripts/patches/*.sh; do
   [ -e "$p" ] || continue
   echo "fetch-llama: applying $(basename "$p") to ggml/"
   bash "$p" "$dest.tmp/ggml"
+done
+# Patches of llama.cpp itself (scripts/llama-patches/*.sh): the reference
+# only, never our library.
+for p in "$root"/scripts/llama-patches/*.sh; do
+  [ -e "$p" ] || continue
+  echo "fetch-llama: applying $(basename "$p") to llama.cpp"
+  bash "$p" "$dest.tmp"
 done
 echo "$stamp" > "$dest.tmp/.ggml-rs-stamp"
 rm -rf "$dest"
