@@ -101,10 +101,13 @@ test-c: build
 # models and vocabularies; GGML_RS_MODELS and GGML_RS_VOCABS make a missing
 # one a failure rather than a skip.
 # The RPC tests (ml/backend, model/llama) start target/release/ggml-rs-rpc-server.
+# Packages run one at a time (-p 1): each runs ggml on every core, and
+# ggml's workers spin while they wait, so two packages at once on a 2-core
+# machine slow each other down several times over.
 test-go: build fetch-minilm $(SMALL_MODELS) $(OLLAMA_MODELS) $(GPT2_VOCABS)
 	$(CARGO) build --release --bin ggml-rs-rpc-server
 	cd go && $(GO_ENV) $(GO) vet ./... && GGML_RS_MODELS=$(CURDIR)/$(MODELS_DIR) GGML_RS_VOCABS=$(CURDIR)/$(VOCABS_DIR) \
-	  $(GO_ENV) $(GO) test -count=1 ./...
+	  $(GO_ENV) $(GO) test -count=1 -p 1 -timeout 30m ./...
 
 check-header:
 	$(CARGO) run -q --release -p gen-header -- --check
