@@ -152,6 +152,47 @@ fn a_growing_graph_recomputes_correctly() {
 }
 
 #[test]
+fn a_graph_computed_again_keeps_its_allocation_only_while_valid() {
+    // The scheduler keeps the last graph split and allocated, and computing
+    // that graph again (new input data, same nodes) skips the planning.
+    // Another graph in between, or a marked output, must plan it afresh:
+    // every result right in each order, inputs rewritten between computes.
+    let b = backend();
+    let (mut root, mut input) = contexts(&b);
+    let (mut other, mut other_in) = contexts(&b);
+    let x = upload(&mut input, F32, &[256], &vec![0.0; 256]);
+    let y = root.mul(x, x).unwrap();
+    let z = root.scale(y, 2.0).unwrap();
+    let w = root.add(z, x).unwrap();
+    let o = upload(&mut other_in, F32, &[1024], &vec![1.0; 1024]);
+    let p = other.scale(o, 3.0).unwrap();
+    let check = |xs: &[f32], t: ggml_rs::ml::Tensor, f: &dyn Fn(f32) -> f32, what: &str| {
+        let got = ggml_rs::ml::data::read_f32(t, "test").unwrap();
+        let want: Vec<f32> = xs.iter().map(|&v| f(v)).collect();
+        assert_close(what, &got, &want, 1e-6, 1e-6);
+    };
+    let mut rng = Rng::new(11);
+    for round in 0..4 {
+        let xs: Vec<f32> = rng.vec(256);
+        let bytes: Vec<u8> = xs.iter().flat_map(|v| v.to_le_bytes()).collect();
+        ggml_rs::ml::data::write(x, &bytes, "test").unwrap();
+        root.compute(&[w]).unwrap();
+        check(&xs, w, &|v| 2.0 * v * v + v, &format!("round {round}: w"));
+        if round == 1 {
+            // Another graph takes the scheduler.
+            other.compute(&[p]).unwrap();
+            assert!(ggml_rs::ml::data::read_f32(p, "test").unwrap().iter().all(|&v| v == 3.0));
+        }
+        if round == 2 {
+            // A newly marked output: z must survive the compute too.
+            root.compute(&[w, z]).unwrap();
+            check(&xs, z, &|v| 2.0 * v * v, "round 2: z");
+            check(&xs, w, &|v| 2.0 * v * v + v, "round 2: w again");
+        }
+    }
+}
+
+#[test]
 fn contexts_keep_the_backend_alive() {
     let b = backend();
     let (mut root, mut input) = contexts(&b);

@@ -492,6 +492,7 @@ type Window struct {
 	counts   []int
 	histLens [2]int
 	fresh    bool
+	recBase  int
 	loc      [2]ml.Tensor
 	masks    [2][]ml.Tensor
 	recIDs   ml.Tensor
@@ -510,7 +511,7 @@ func (c *Cache) Window() Window {
 		}
 	}
 	if c.rec != nil {
-		w.fresh, w.recIDs, w.recKeep = c.rec.anyFresh, c.rec.idsT, c.rec.keepT
+		w.fresh, w.recBase, w.recIDs, w.recKeep = c.rec.anyFresh, c.rec.base, c.rec.idsT, c.rec.keepT
 	}
 	return w
 }
@@ -529,7 +530,9 @@ func (c *Cache) Reuse(w Window) bool {
 			return false
 		}
 	}
-	if c.rec != nil && (c.rec.anyFresh != w.fresh || w.recIDs == nil) {
+	// The recurrent states: read in place at the same slots, or gathered
+	// (ids rewritten below).
+	if c.rec != nil && (c.rec.anyFresh != w.fresh || c.rec.base != w.recBase || (w.recBase < 0 && w.recIDs == nil)) {
 		return false
 	}
 	for i, p := range []*pool{c.full, c.swa} {
@@ -541,7 +544,9 @@ func (c *Cache) Reuse(w Window) bool {
 		}
 	}
 	if c.rec != nil {
-		w.recIDs.FromInts(c.rec.ids)
+		if w.recIDs != nil {
+			w.recIDs.FromInts(c.rec.ids)
+		}
 		if w.recKeep != nil {
 			w.recKeep.FromFloats(c.rec.keep)
 		}

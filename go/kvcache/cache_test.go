@@ -229,10 +229,14 @@ func TestRecurrentRule(t *testing.T) {
 	if !c.rec.anyFresh || !slices.Equal(c.rec.keep, []float32{0, 0}) {
 		t.Fatal("new sequences must start from zero states")
 	}
+	// Slots in order are read and written in place (views); others gathered.
+	if c.rec.base != 0 {
+		t.Fatalf("slots %v in order: base %d, want 0", c.rec.ids, c.rec.base)
+	}
 	c.Commit()
 	prepare(t, c, []Sequence{{Seq: 1, Tokens: []int32{1}}})
-	if c.rec.anyFresh || !slices.Equal(c.rec.ids, []int32{1}) {
-		t.Fatalf("sequence 1's state: ids %v fresh %v", c.rec.ids, c.rec.anyFresh)
+	if c.rec.anyFresh || !slices.Equal(c.rec.ids, []int32{1}) || c.rec.base != 1 {
+		t.Fatalf("sequence 1's state: ids %v fresh %v base %d", c.rec.ids, c.rec.anyFresh, c.rec.base)
 	}
 	c.Commit()
 	// Cutting back fails and changes nothing.
@@ -258,5 +262,10 @@ func TestRecurrentRule(t *testing.T) {
 	c.Rollback()
 	if c.Len(0) != 0 || len(c.Seqs()) != 1 {
 		t.Fatalf("after a rollback: %v", c.Seqs())
+	}
+	// Sequence 1 (slot 1) before a new sequence 0 (slot 0): gathered.
+	prepare(t, c, []Sequence{{Seq: 1, Tokens: []int32{2}}, {Seq: 0, Tokens: []int32{2}}})
+	if !slices.Equal(c.rec.ids, []int32{1, 0}) || c.rec.base != -1 {
+		t.Fatalf("slots out of order: ids %v base %d, want gathered (-1)", c.rec.ids, c.rec.base)
 	}
 }

@@ -23,6 +23,10 @@ type recurrent struct {
 	ids      []int32
 	keep     []float32
 	anyFresh bool
+	// base is the first slot when the batch's slots are consecutive (one
+	// sequence, or sequences in slot order): the graph then reads and
+	// writes the states in place, through views, with no gather; else -1.
+	base int
 
 	idsT, keepT ml.Tensor
 }
@@ -83,8 +87,14 @@ func (r *recurrent) release(s int) { r.fresh[s] = true }
 
 // prepare records the slots of the batch's sequences.
 func (r *recurrent) prepare(slots []int) {
-	r.ids, r.keep, r.anyFresh = r.ids[:0], r.keep[:0], false
-	for _, s := range slots {
+	r.ids, r.keep, r.anyFresh, r.base = r.ids[:0], r.keep[:0], false, -1
+	if len(slots) > 0 {
+		r.base = slots[0]
+	}
+	for i, s := range slots {
+		if s != r.base+i {
+			r.base = -1
+		}
 		r.ids = append(r.ids, int32(s))
 		k := float32(1)
 		if r.fresh[s] {
@@ -95,8 +105,10 @@ func (r *recurrent) prepare(slots []int) {
 }
 
 func (r *recurrent) inputs(in ml.Context) {
-	r.idsT = in.FromInts(r.ids, len(r.ids))
-	r.keepT = nil
+	r.idsT, r.keepT = nil, nil
+	if r.base < 0 {
+		r.idsT = in.FromInts(r.ids, len(r.ids))
+	}
 	if r.anyFresh {
 		r.keepT = in.FromFloats(r.keep, 1, len(r.keep))
 	}
@@ -117,7 +129,12 @@ func (r *recurrent) rollback() {}
 func (r *recurrent) get(ctx ml.Context, layer, which int) ml.Tensor {
 	all := r.states[which][layer]
 	n := len(r.ids)
-	g := all.Rows(ctx, r.idsT)
+	var g ml.Tensor
+	if r.base >= 0 {
+		g = r.rows(ctx, all, n)
+	} else {
+		g = all.Rows(ctx, r.idsT)
+	}
 	if r.keepT != nil {
 		g = g.Mul(ctx, r.keepT)
 	}
@@ -130,5 +147,18 @@ func (r *recurrent) set(ctx ml.Context, layer, which int, st ml.Tensor) {
 	all := r.states[which][layer]
 	n := len(r.ids)
 	rows := st.Reshape(ctx, product(r.shapes[which][layer]), n)
+	if r.base >= 0 {
+		// In place: the copy runs after everything that reads the old
+		// state (it needs the new one), and ggml splits it over threads
+		// (SetRows of one sequence's row runs on one).
+		ctx.Forward(rows.Copy(ctx, r.rows(ctx, all, n)))
+		return
+	}
 	ctx.Forward(all.SetRows(ctx, rows, r.idsT))
+}
+
+// rows is the view of the n consecutive slots from r.base of all.
+func (r *recurrent) rows(ctx ml.Context, all ml.Tensor, n int) ml.Tensor {
+	stride := all.Stride(1)
+	return all.View(ctx, r.base*stride, all.Dim(0), stride, n)
 }

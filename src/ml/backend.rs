@@ -4,7 +4,7 @@
 //! is safe.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -71,6 +71,11 @@ pub(crate) struct BackendInner {
     pub alloc_memory: bool,
     /// Serialises compute and reserve: one graph at a time per backend.
     pub compute_lock: Mutex<()>,
+    /// The version (`Graph::version`) of the graph the scheduler holds
+    /// split and allocated, 0 for none; read and written under
+    /// `compute_lock`. Computing that graph again skips the split and the
+    /// allocation, as llama.cpp does for a reused graph.
+    pub sched_graph: AtomicU64,
     pub model: Option<Model>,
     /// Registry device per layer `0..=blocks` (None: CPU).
     pub layer_devices: Vec<Option<usize>>,
@@ -320,6 +325,7 @@ impl Backend {
             flash_attention,
             alloc_memory: params.alloc_memory,
             compute_lock: Mutex::new(()),
+            sched_graph: AtomicU64::new(0),
             model,
             layer_devices: (0..layers).map(|l| layout.layer_devices.get(l).copied().flatten()).collect(),
             memory: Mutex::new(memory),

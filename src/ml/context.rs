@@ -35,6 +35,7 @@ impl Hasher for PtrHasher {
 /// A set of tensor addresses.
 /// cbindgen:ignore
 type PtrSet = HashSet<usize, BuildHasherDefault<PtrHasher>>;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -98,6 +99,18 @@ struct Graph {
     sources: Vec<(usize, [*mut sys::ggml_tensor; sys::GGML_MAX_SRC as usize])>,
     n_nodes: usize,
     n_leafs: usize,
+    /// Changes whenever the graph does (nodes added, outputs marked): the
+    /// scheduler's split and allocation of one version serve it again.
+    version: u64,
+    /// The version whose nodes every device was checked to support.
+    supported: u64,
+}
+
+/// Graph versions, unique in the process (0 is none).
+static GRAPH_VERSION: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+fn next_version() -> u64 {
+    GRAPH_VERSION.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 impl Drop for Graph {
@@ -430,6 +443,8 @@ impl Context {
                 sources: Vec::new(),
                 n_nodes: 0,
                 n_leafs: 0,
+                version: next_version(),
+                supported: 0,
             });
         }
         Ok(self.graph.as_mut().unwrap())
@@ -474,6 +489,9 @@ impl Context {
             unsafe { sys::ggml_build_forward_expand(g.graph, t.as_ptr()) };
             g.n_nodes += nodes;
             g.n_leafs += leafs;
+            if nodes + leafs > 0 {
+                g.version = next_version();
+            }
             if multi_device {
                 for &key in &fresh {
                     let r = unsafe { &*(key as *const sys::ggml_tensor) };
@@ -544,13 +562,16 @@ impl Context {
     /// Every node must be supported by some device of the scheduler, or
     /// ggml would abort while splitting the graph; row ids that are host data
     /// must be in range, or ggml's CPU kernels would abort.
-    fn check_nodes(&self, check_ids: bool) -> Result<()> {
+    /// Each version of the graph is checked for support once.
+    fn check_nodes(&mut self, check_ids: bool) -> Result<()> {
         let Some(g) = self.graph.as_ref() else { return Ok(()) };
         let inner = &self.shared.backend.inner;
         let n = unsafe { sys::ggml_graph_n_nodes(g.graph) };
+        let check_support = g.supported != g.version;
         for i in 0..n {
             let node = unsafe { sys::ggml_graph_node(g.graph, i) };
-            let ok = inner.devices.iter().any(|d| unsafe { sys::ggml_backend_supports_op(d.backend, node) });
+            let ok = !check_support
+                || inner.devices.iter().any(|d| unsafe { sys::ggml_backend_supports_op(d.backend, node) });
             if !ok {
                 let t = unsafe { Tensor::from_raw(node) }.unwrap();
                 let op = unsafe { std::ffi::CStr::from_ptr(sys::ggml_op_desc(node)) }.to_string_lossy();
@@ -563,6 +584,8 @@ impl Context {
                 super::ops::index::check_row_ids(unsafe { Tensor::from_raw(node) }.unwrap())?;
             }
         }
+        let g = self.graph.as_mut().unwrap();
+        g.supported = g.version;
         Ok(())
     }
 
@@ -593,8 +616,21 @@ impl Context {
     pub fn compute(&mut self, outputs: &[Tensor]) -> Result<()> {
         self.check_recorded("compute")?;
         self.forward(outputs)?;
+        // A tensor newly marked as an output must keep its memory through
+        // the compute; ggml's allocator would otherwise reuse the plan it
+        // made before (it re-plans only for other nodes or sizes), in which
+        // a later node may have been computed in place over it.
+        let mut replan = false;
         for &t in outputs {
-            unsafe { sys::ggml_set_output(t.as_ptr()) };
+            if unsafe { (*t.as_ptr()).flags } & (sys::GGML_TENSOR_FLAG_OUTPUT as i32) == 0 {
+                unsafe { sys::ggml_set_output(t.as_ptr()) };
+                replan = true;
+            }
+        }
+        if replan {
+            if let Some(g) = self.graph.as_mut() {
+                g.version = next_version();
+            }
         }
         if !self.has_work() {
             return Ok(());
@@ -605,15 +641,32 @@ impl Context {
         if !inner.alloc_memory {
             return Err(Error::invalid("compute: backend was created without memory allocation"));
         }
-        self.reset_allocations();
+        let version = self.graph.as_ref().unwrap().version;
+        // The scheduler still holds this very graph split and allocated (no
+        // other graph, reserve or measure since): compute it again as it
+        // is. Else plan it afresh.
+        let again = inner.sched_graph.load(Ordering::Relaxed) == version;
+        inner.sched_graph.store(0, Ordering::Relaxed);
         let graph = self.graph.as_ref().unwrap().graph;
+        if !again {
+            self.reset_allocations();
+        }
         unsafe {
-            sys::ggml_backend_sched_reset(inner.sched);
-            if !sys::ggml_backend_sched_alloc_graph(inner.sched, graph) {
-                super::rpc::check_graph(&inner, graph, "compute")?;
-                return Err(Error::oom("compute: failed to allocate the compute buffers for this graph"));
+            if !again {
+                sys::ggml_backend_sched_reset(inner.sched);
+                if replan && !sys::ggml_backend_sched_reserve(inner.sched, graph) {
+                    super::rpc::check_graph(&inner, graph, "compute")?;
+                    return Err(Error::oom("compute: failed to allocate the compute buffers for this graph"));
+                }
+                if !sys::ggml_backend_sched_alloc_graph(inner.sched, graph) {
+                    super::rpc::check_graph(&inner, graph, "compute")?;
+                    return Err(Error::oom("compute: failed to allocate the compute buffers for this graph"));
+                }
             }
             let status = sys::ggml_backend_sched_graph_compute(inner.sched, graph);
+            if status == sys::GGML_STATUS_SUCCESS {
+                inner.sched_graph.store(version, Ordering::Relaxed);
+            }
             // Ids the graph computes can only be checked by the kernels; our
             // patch makes them skip bad ones and mark the node.
             if let Some(e) = self.take_bad_row_ids() {
@@ -644,6 +697,7 @@ impl Context {
         }
         self.check_nodes(false)?;
         let _guard = inner.compute_lock.lock();
+        inner.sched_graph.store(0, Ordering::Relaxed);
         self.reset_allocations();
         let graph = self.graph.as_ref().unwrap().graph;
         let mut sizes = vec![0usize; n];
@@ -666,6 +720,7 @@ impl Context {
         }
         self.check_nodes(false)?;
         let _guard = inner.compute_lock.lock();
+        inner.sched_graph.store(0, Ordering::Relaxed);
         self.reset_allocations();
         let graph = self.graph.as_ref().unwrap().graph;
         let mut sizes = vec![0usize; n];

@@ -23,7 +23,10 @@ type KVCache interface {
 	Get(ctx ml.Context, layer, seq int) (key, value, mask ml.Tensor)
 }
 
-// RecurrentCache is what a delta-net layer needs of a cache.
+// RecurrentCache is what a delta-net layer needs of a cache. The Set
+// methods may write the new state over the old one in place (the graph
+// runs in the order it was built): a layer calls them after every node
+// that reads the old state is in the graph (ctx.Forward of its output).
 type RecurrentCache interface {
 	// ConvState is [convWidth-1, channels, sequences].
 	ConvState(ctx ml.Context, layer int) ml.Tensor

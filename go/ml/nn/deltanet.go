@@ -84,7 +84,6 @@ func (l *DeltaNet) Forward(ctx ml.Context, x ml.Tensor, b *Batch, layer int) ml.
 		convOut = w.SSMConv(ctx, l.Conv)
 		convNext = w.Slice(ctx, 0, T, T+l.Conv.Dim(0)-1, 1).Contiguous(ctx)
 	}
-	b.Cache.SetConvState(ctx, layer, convNext)
 	mix := convOut.SILU(ctx) // [ch, T, nS]
 
 	rs := mix.Stride(1)
@@ -108,11 +107,18 @@ func (l *DeltaNet) Forward(ctx ml.Context, x ml.Tensor, b *Batch, layer int) ml.
 			o, next = deltaRuleChunked(ctx, q, k, v, gate, beta, state)
 		}
 	}
-	b.Cache.SetDeltaState(ctx, layer, next)
 
 	// The gated RMS norm: rmsnorm(o)·Norm ⊙ silu(z), per value head.
 	o = o.RMSNorm(ctx, l.Norm, l.Eps).Mul(ctx, z.Reshape(ctx, dv, vH, T, nS).SILU(ctx))
-	return l.Out.Mulmat(ctx, o.Reshape(ctx, vdim, T*nS))
+	out := l.Out.Mulmat(ctx, o.Reshape(ctx, vdim, T*nS))
+
+	// The new states last: the cache may write them over the old ones in
+	// place, so everything that reads those (the primitive rule's chunk
+	// outputs read the initial state) must be in the graph first.
+	ctx.Forward(out)
+	b.Cache.SetConvState(ctx, layer, convNext)
+	b.Cache.SetDeltaState(ctx, layer, next)
+	return out
 }
 
 // project returns qkv [ch, T, nS] and z [vdim, T·nS].
