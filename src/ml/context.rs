@@ -518,14 +518,21 @@ impl Context {
     /// every intermediate afresh (a graph may be computed many times as it
     /// grows; stale addresses would overlap new ones), and give back to op
     /// nodes the sources the last split replaced with scheduler copies.
+    /// Points op nodes back at the sources they were built with (a split
+    /// points cross-device sources at the scheduler's copies).
+    fn restore_sources(&self) {
+        let Some(g) = self.graph.as_ref() else { return };
+        for (key, src) in &g.sources {
+            unsafe { (*(*key as *mut sys::ggml_tensor)).src = *src };
+        }
+    }
+
     fn reset_allocations(&mut self) {
         // Never dereference a tensor's buffer here: the scheduler frees and
         // re-creates its compute buffers when another context's graph needs
         // more, so a node's old buffer pointer may be dangling.
+        self.restore_sources();
         let Some(g) = self.graph.as_mut() else { return };
-        for (key, src) in &g.sources {
-            unsafe { (*(*key as *mut sys::ggml_tensor)).src = *src };
-        }
         for &key in &g.members {
             let t = unsafe { &mut *(key as *mut sys::ggml_tensor) };
             if !is_leaf(t) {
@@ -654,9 +661,14 @@ impl Context {
         unsafe {
             if !again {
                 sys::ggml_backend_sched_reset(inner.sched);
-                if replan && !sys::ggml_backend_sched_reserve(inner.sched, graph) {
-                    super::rpc::check_graph(&inner, graph, "compute")?;
-                    return Err(Error::oom("compute: failed to allocate the compute buffers for this graph"));
+                if replan {
+                    if !sys::ggml_backend_sched_reserve(inner.sched, graph) {
+                        super::rpc::check_graph(&inner, graph, "compute")?;
+                        return Err(Error::oom("compute: failed to allocate the compute buffers for this graph"));
+                    }
+                    // The reserve split the graph: undo its source rewrites
+                    // before the allocation splits it again.
+                    self.restore_sources();
                 }
                 if !sys::ggml_backend_sched_alloc_graph(inner.sched, graph) {
                     super::rpc::check_graph(&inner, graph, "compute")?;
