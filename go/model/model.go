@@ -26,6 +26,25 @@ var constructors = map[string]func(ml.Backend) (*decoder.Model, error){
 	"qwen35moe": qwen3next.New,
 }
 
+// mtpConstructors by general.architecture: the architectures whose files
+// may carry a multi-token-prediction head (nextn_predict_layers).
+var mtpConstructors = map[string]func(ml.Backend) (*decoder.Model, error){
+	"qwen35":    qwen3next.NewMTP,
+	"qwen35moe": qwen3next.NewMTP,
+}
+
+// NewMTP reads the MTP (NextN) head of backend b's model, a draft model
+// for speculative decoding: an error for an architecture without one, or
+// a file whose nextn_predict_layers is 0.
+func NewMTP(b ml.Backend) (*decoder.Model, error) {
+	a := b.Config().Architecture()
+	f, ok := mtpConstructors[a]
+	if !ok {
+		return nil, fmt.Errorf("architecture %q has no MTP head (MTP: qwen35, qwen35moe)", a)
+	}
+	return f(b)
+}
+
 // Architectures lists the supported architectures.
 func Architectures() []string {
 	var out []string

@@ -105,16 +105,6 @@ func readGolden(t *testing.T, name string, v any) {
 	}
 }
 
-func argmax(v []float32) int32 {
-	best := 0
-	for i := range v {
-		if v[i] > v[best] {
-			best = i
-		}
-	}
-	return int32(best)
-}
-
 // goldenDoc is a reference file of scripts/parity.py golden.
 type goldenDoc struct {
 	ModelSHA256 string `json:"model_sha256"`

@@ -54,6 +54,11 @@ type Model struct {
 	Window         int  // sliding window of SlidingWindow layers
 	MultiPositions bool // positions are 4 rows (multi-section RoPE)
 
+	// NextN makes the model a multi-token-prediction (MTP) head: each
+	// token comes with a hidden state of the main model (Input.Hidden),
+	// and the two are combined before the blocks.
+	NextN *NextN
+
 	// NoGraphReuse rebuilds every decode step's graph (for tests and
 	// comparisons); by default a step of one token per sequence whose cache
 	// layout is unchanged recomputes the previous step's graph with new
@@ -66,6 +71,13 @@ type Model struct {
 	// and Forward may run concurrently on other caches.
 	mu   sync.Mutex
 	last *stepGraph
+}
+
+// NextN is the input of an MTP (NextN) head, as llama.cpp's graph_mtp:
+// x = EHProj · [rmsnorm(embedding)·ENorm ; rmsnorm(hidden)·HNorm].
+type NextN struct {
+	ENorm, HNorm ml.Tensor // [Hidden]
+	EHProj       ml.Tensor // [2·Hidden, Hidden]
 }
 
 // New makes a model over backend b (the architecture package fills the
@@ -143,10 +155,54 @@ func (m *Model) Forward(cache *kvcache.Cache, tokens []int32, all bool) ([][]flo
 // many tokens of each sequence in a ubatch, at least one), and returns per
 // sequence the logits of its every token (all) or of its last one.
 func (m *Model) ForwardBatch(cache *kvcache.Cache, batch []kvcache.Sequence, all bool, maxBatch int) ([][][]float32, error) {
+	in := make([]Input, len(batch))
+	for i, s := range batch {
+		in[i] = Input{Sequence: s}
+	}
+	out, err := m.Run(cache, in, RunOptions{All: all, MaxBatch: maxBatch})
+	if err != nil {
+		return nil, err
+	}
+	logits := make([][][]float32, len(out))
+	for i, o := range out {
+		logits[i] = o.Logits
+	}
+	return logits, nil
+}
+
+// Input is one sequence's tokens for Run and, for an MTP head (NextN),
+// the main model's hidden state paired with each token (Hidden rows).
+type Input struct {
+	kvcache.Sequence
+	Hidden [][]float32
+}
+
+// Output is what Run returns for one sequence: the logits of its every
+// token (All) or of its last, and with RunOptions.Hidden the hidden state
+// of every token (after the output norm: what the head reads and what an
+// MTP head takes).
+type Output struct {
+	Logits [][]float32
+	Hidden [][]float32
+}
+
+// RunOptions say what Run computes.
+type RunOptions struct {
+	All      bool // logits of every token, not only each sequence's last
+	Hidden   bool // the hidden state of every token too
+	MaxBatch int  // the largest ubatch (default 512)
+}
+
+// Run is ForwardBatch with hidden states in (an MTP head) or out.
+func (m *Model) Run(cache *kvcache.Cache, batch []Input, o RunOptions) ([]Output, error) {
 	if len(batch) == 0 {
 		return nil, errors.New(m.Arch + ": empty batch")
 	}
+	if o.MaxBatch <= 0 {
+		o.MaxBatch = 512
+	}
 	index := map[int]int{}
+	seqs := make([]kvcache.Sequence, len(batch))
 	for i, s := range batch {
 		if len(s.Tokens) == 0 {
 			return nil, fmt.Errorf("%s: sequence %d has no tokens", m.Arch, s.Seq)
@@ -160,57 +216,78 @@ func (m *Model) ForwardBatch(cache *kvcache.Cache, batch []kvcache.Sequence, all
 				return nil, fmt.Errorf("%s: token id %d is outside the %d-token vocabulary", m.Arch, id, m.Vocab)
 			}
 		}
+		if m.NextN != nil {
+			if len(s.Hidden) != len(s.Tokens) {
+				return nil, fmt.Errorf("%s: sequence %d has %d tokens but %d hidden states (an MTP head takes one per token)",
+					m.Arch, s.Seq, len(s.Tokens), len(s.Hidden))
+			}
+			for _, h := range s.Hidden {
+				if len(h) != m.Hidden {
+					return nil, fmt.Errorf("%s: a hidden state of %d values, want %d", m.Arch, len(h), m.Hidden)
+				}
+			}
+		} else if s.Hidden != nil {
+			return nil, fmt.Errorf("%s: hidden-state inputs are for an MTP head", m.Arch)
+		}
+		seqs[i] = s.Sequence
 	}
-	out := make([][][]float32, len(batch))
-	left := make([]int, len(batch)) // tokens of each sequence not yet computed
-	for i, s := range batch {
-		left[i] = len(s.Tokens)
-	}
+	out := make([]Output, len(batch))
+	done := make([]int, len(batch)) // tokens of each sequence computed
 	// Equal ubatches (as many tokens of each sequence) always: recurrent
 	// layers need them, and they are what llama.cpp computes with one KV
 	// stream per sequence (for one sequence they are the simple split).
-	for _, ub := range kvcache.Split(batch, maxBatch, true) {
-		// The rows whose logits are wanted: all, or each sequence's last.
+	for _, ub := range kvcache.Split(seqs, o.MaxBatch, true) {
+		// The rows whose logits are wanted: all, or each sequence's last;
+		// and the hidden inputs in the ubatch's order.
 		var rows []int32
+		var hin []float32
 		r := 0
 		for k, s := range ub.Seqs {
 			i := index[s]
-			left[i] -= ub.Counts[k]
 			for j := 0; j < ub.Counts[k]; j++ {
-				if all || (left[i] == 0 && j == ub.Counts[k]-1) {
+				if o.All || done[i]+j == len(batch[i].Tokens)-1 {
 					rows = append(rows, int32(r))
+				}
+				if m.NextN != nil {
+					hin = append(hin, batch[i].Hidden[done[i]+j]...)
 				}
 				r++
 			}
 		}
-		logits, err := m.forward(cache, &ub, rows)
+		logits, hidden, err := m.forward(cache, &ub, rows, hin, o.Hidden)
 		if err != nil {
 			return nil, err
 		}
 		// Hand the rows back to their sequences, in order.
-		r, o := 0, 0
+		r, p := 0, 0
 		for k, s := range ub.Seqs {
 			i := index[s]
 			for j := 0; j < ub.Counts[k]; j++ {
-				if o < len(rows) && rows[o] == int32(r) {
-					out[i] = append(out[i], logits[o])
-					o++
+				if p < len(rows) && rows[p] == int32(r) {
+					out[i].Logits = append(out[i].Logits, logits[p])
+					p++
+				}
+				if o.Hidden {
+					out[i].Hidden = append(out[i].Hidden, hidden[r])
 				}
 				r++
 			}
+			done[i] += ub.Counts[k]
 		}
 	}
 	return out, nil
 }
 
-// forward computes one ubatch and returns the logits of the given rows.
-func (m *Model) forward(cache *kvcache.Cache, ub *kvcache.Ubatch, rows []int32) (logits [][]float32, err error) {
+// forward computes one ubatch and returns the logits of the given rows
+// and, with wantHidden, every row's hidden state; hin holds an MTP head's
+// hidden inputs (Hidden values per row).
+func (m *Model) forward(cache *kvcache.Cache, ub *kvcache.Ubatch, rows []int32, hin []float32, wantHidden bool) (logits, hidden [][]float32, err error) {
 	if len(rows) == 0 {
 		// Nothing is read: still compute (the cache must see the tokens).
 		rows = []int32{int32(ub.Len() - 1)}
 	}
 	if err := cache.Prepare(ub); err != nil {
-		return nil, fmt.Errorf("%s: %w", m.Arch, err)
+		return nil, nil, fmt.Errorf("%s: %w", m.Arch, err)
 	}
 	done := false
 	defer func() {
@@ -219,11 +296,13 @@ func (m *Model) forward(cache *kvcache.Cache, ub *kvcache.Ubatch, rows []int32) 
 		}
 	}()
 	n := ub.Len()
-	step := n == len(ub.Seqs) && len(rows) == n // one token per sequence, every row read
+	// One token per sequence, every row read: a decode step, whose graph
+	// the next step may reuse (not yet with hidden states in or out).
+	step := n == len(ub.Seqs) && len(rows) == n && m.NextN == nil && !wantHidden
 	if step {
 		if out, ok, err := m.reuse(cache, ub); ok || err != nil {
 			done = err == nil
-			return out, err
+			return out, nil, err
 		}
 	}
 
@@ -261,9 +340,14 @@ func (m *Model) forward(cache *kvcache.Cache, ub *kvcache.Ubatch, rows []int32) 
 	}
 
 	x := m.TokEmb.Rows(ctx, tok)
+	if m.NextN != nil {
+		h := in.FromFloats(hin, m.Hidden, n)
+		x = x.RMSNorm(ctx, m.NextN.ENorm, m.Eps).Concat(ctx, h.RMSNorm(ctx, m.NextN.HNorm, m.Eps), 0)
+		x = m.NextN.EHProj.Mulmat(ctx, x)
+	}
 	for i, bl := range m.Blocks {
 		h := bl.Mixer.Forward(ctx, x.RMSNorm(ctx, bl.AttnNorm, m.Eps), b, i)
-		if keepRows != nil && i == len(m.Blocks)-1 {
+		if keepRows != nil && !wantHidden && i == len(m.Blocks)-1 {
 			// Only some rows' logits are wanted: the last feed-forward
 			// (and the head) run on those alone, as llama.cpp's
 			// inp_out_ids.
@@ -272,21 +356,37 @@ func (m *Model) forward(cache *kvcache.Cache, ub *kvcache.Ubatch, rows []int32) 
 		x = x.Add(ctx, h)
 		x = x.Add(ctx, bl.FFN.Forward(ctx, x.RMSNorm(ctx, bl.FFNNorm, m.Eps)))
 	}
-	out := m.Output.Mulmat(ctx, x.RMSNorm(ctx, m.OutNorm, m.Eps))
-	ctx.Forward(out)
+	x = x.RMSNorm(ctx, m.OutNorm, m.Eps)
+	var hid ml.Tensor
+	if wantHidden {
+		// Every row's state; the head reads the wanted rows only.
+		hid = x
+		if keepRows != nil {
+			x = x.Rows(ctx, keepRows)
+		}
+	}
+	out := m.Output.Mulmat(ctx, x)
+	outs := []ml.Tensor{out}
+	if hid != nil {
+		outs = append(outs, hid)
+	}
+	ctx.Forward(outs...)
 
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	ctx.Compute(out)
+	ctx.Compute(outs...)
 	cache.Commit()
 	done = true
 	logits = splitRows(out.Floats(), m.Vocab, len(rows))
+	if hid != nil {
+		hidden = splitRows(hid.Floats(), m.Hidden, n)
+	}
 	if step && !m.NoGraphReuse {
 		m.dropGraph()
 		m.last = &stepGraph{ctx: ctx, cache: cache, window: window, tok: tok, pos: pos, out: out}
 		keep = true
 	}
-	return logits, nil
+	return logits, hidden, nil
 }
 
 // reuse computes a decode step on the previous step's graph if the

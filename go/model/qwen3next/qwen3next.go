@@ -206,16 +206,13 @@ func New(b ml.Backend) (*decoder.Model, error) {
 	}
 	arch := b.Config().Architecture()
 	w := load.NewWeights(b, arch)
-	d, hd := h.Hidden, h.HeadDim
+	d := h.Hidden
 	m := decoder.New(b, arch)
 	m.Hidden, m.Vocab, m.Context, m.Eps = d, h.Vocab, h.Context, h.Eps
 	m.TokEmb, m.OutNorm, m.Output = w.Embeddings(d, h.Vocab)
 
-	ropeOpts := []func(*rope.Options){rope.WithTypeNeoX()}
-	if h.Sections != nil {
-		ropeOpts = []func(*rope.Options){rope.WithInterleaveMRoPE(h.Sections)}
-		m.MultiPositions = true
-	}
+	ropeOpts, multi := ropeOptions(h)
+	m.MultiPositions = multi
 	dk, dv := h.StateSize, h.StateSize
 	kdim, vdim := h.KHeads*dk, h.VHeads*dv
 	ch := 2*kdim + vdim
@@ -258,58 +255,13 @@ func New(b ml.Backend) (*decoder.Model, error) {
 			spec = kvcache.LayerSpec{Kind: kvcache.Recurrent, ConvWidth: h.ConvKernel, ConvChannels: ch,
 				StateSize: dv, StateHeads: h.VHeads}
 		} else {
-			mixer = &nn.Attention{
-				Q:       nn.Linear{Weight: w.Get(p+"attn_q.weight", d, 2*hd*h.Heads)},
-				K:       nn.Linear{Weight: w.Get(p+"attn_k.weight", d, hd*h.KVHeads)},
-				V:       nn.Linear{Weight: w.Get(p+"attn_v.weight", d, hd*h.KVHeads)},
-				Output:  nn.Linear{Weight: w.Get(p+"attn_output.weight", hd*h.Heads, d)},
-				QNorm:   w.GetAs(load.F32, p+"attn_q_norm.weight", hd),
-				KNorm:   w.GetAs(load.F32, p+"attn_k_norm.weight", hd),
-				Heads:   h.Heads,
-				KVHeads: h.KVHeads,
-				HeadDim: hd,
-				GatedQ:  true,
-				NormEps: h.Eps,
-				RoPE:    nn.RoPE{Dim: h.RopeDim, Base: h.RopeBase, Scale: h.RopeScale, Options: ropeOpts},
-			}
-			spec = kvcache.LayerSpec{Kind: kvcache.Attention, KeyDim: hd, ValueDim: hd, KVHeads: h.KVHeads}
-		}
-		var ffn decoder.FFN
-		if h.MoE {
-			E, eff := h.Experts, h.ExpertFF
-			moe := &nn.MoE{
-				Router:      nn.Linear{Weight: w.Get(p+"ffn_gate_inp.weight", d, E)},
-				Down:        w.Get(p+"ffn_down_exps.weight", eff, d, E),
-				Experts:     E,
-				Used:        h.ExpertsUsed,
-				Gating:      nn.GatingSoftmax,
-				NormWeights: h.NormTopK,
-			}
-			if moe.GateUp = w.Opt(p+"ffn_gate_up_exps.weight", d, 2*eff, E); moe.GateUp == nil {
-				moe.Gate = w.Get(p+"ffn_gate_exps.weight", d, eff, E)
-				moe.Up = w.Get(p+"ffn_up_exps.weight", d, eff, E)
-			}
-			if up := w.Opt(p+"ffn_up_shexp.weight", d, h.SharedFF); up != nil {
-				moe.Shared = &nn.FFN{
-					Gate: w.Get(p+"ffn_gate_shexp.weight", d, h.SharedFF),
-					Up:   up,
-					Down: w.Get(p+"ffn_down_shexp.weight", h.SharedFF, d),
-				}
-				moe.SharedGate = w.Get(p+"ffn_gate_inp_shexp.weight", d)
-			}
-			ffn = moe
-		} else {
-			ffn = &nn.FFN{
-				Gate: w.Get(p+"ffn_gate.weight", d, h.FeedForward),
-				Up:   w.Get(p+"ffn_up.weight", d, h.FeedForward),
-				Down: w.Get(p+"ffn_down.weight", h.FeedForward, d),
-			}
+			mixer, spec = attention(w, p, h, ropeOpts)
 		}
 		m.Blocks = append(m.Blocks, decoder.Block{
 			AttnNorm: w.GetAs(load.F32, p+"attn_norm.weight", d),
 			Mixer:    mixer,
 			FFNNorm:  w.GetAs(load.F32, p+"post_attention_norm.weight", d),
-			FFN:      ffn,
+			FFN:      feedForward(w, p, h),
 			Cache:    spec,
 		})
 	}
@@ -317,4 +269,72 @@ func New(b ml.Backend) (*decoder.Model, error) {
 		return nil, err
 	}
 	return m, nil
+}
+
+// ropeOptions is the family's RoPE: interleaved multi-section for Qwen3.5
+// (the model then takes 4 position rows), NeoX for Qwen3-Next.
+func ropeOptions(h Hyper) (opts []func(*rope.Options), multi bool) {
+	if h.Sections != nil {
+		return []func(*rope.Options){rope.WithInterleaveMRoPE(h.Sections)}, true
+	}
+	return []func(*rope.Options){rope.WithTypeNeoX()}, false
+}
+
+// attention is a full-attention layer (prefix p): gated queries, Q/K
+// norms, partial RoPE, GQA.
+func attention(w *load.Weights, p string, h Hyper, ropeOpts []func(*rope.Options)) (*nn.Attention, kvcache.LayerSpec) {
+	d, hd := h.Hidden, h.HeadDim
+	a := &nn.Attention{
+		Q:       nn.Linear{Weight: w.Get(p+"attn_q.weight", d, 2*hd*h.Heads)},
+		K:       nn.Linear{Weight: w.Get(p+"attn_k.weight", d, hd*h.KVHeads)},
+		V:       nn.Linear{Weight: w.Get(p+"attn_v.weight", d, hd*h.KVHeads)},
+		Output:  nn.Linear{Weight: w.Get(p+"attn_output.weight", hd*h.Heads, d)},
+		QNorm:   w.GetAs(load.F32, p+"attn_q_norm.weight", hd),
+		KNorm:   w.GetAs(load.F32, p+"attn_k_norm.weight", hd),
+		Heads:   h.Heads,
+		KVHeads: h.KVHeads,
+		HeadDim: hd,
+		GatedQ:  true,
+		NormEps: h.Eps,
+		RoPE:    nn.RoPE{Dim: h.RopeDim, Base: h.RopeBase, Scale: h.RopeScale, Options: ropeOpts},
+	}
+	return a, kvcache.LayerSpec{Kind: kvcache.Attention, KeyDim: hd, ValueDim: hd, KVHeads: h.KVHeads}
+}
+
+// feedForward is a layer's (prefix p) experts with their sigmoid-gated
+// shared expert, or a dense SwiGLU.
+func feedForward(w *load.Weights, p string, h Hyper) decoder.FFN {
+	d := h.Hidden
+	var ffn decoder.FFN
+	if h.MoE {
+		E, eff := h.Experts, h.ExpertFF
+		moe := &nn.MoE{
+			Router:      nn.Linear{Weight: w.Get(p+"ffn_gate_inp.weight", d, E)},
+			Down:        w.Get(p+"ffn_down_exps.weight", eff, d, E),
+			Experts:     E,
+			Used:        h.ExpertsUsed,
+			Gating:      nn.GatingSoftmax,
+			NormWeights: h.NormTopK,
+		}
+		if moe.GateUp = w.Opt(p+"ffn_gate_up_exps.weight", d, 2*eff, E); moe.GateUp == nil {
+			moe.Gate = w.Get(p+"ffn_gate_exps.weight", d, eff, E)
+			moe.Up = w.Get(p+"ffn_up_exps.weight", d, eff, E)
+		}
+		if up := w.Opt(p+"ffn_up_shexp.weight", d, h.SharedFF); up != nil {
+			moe.Shared = &nn.FFN{
+				Gate: w.Get(p+"ffn_gate_shexp.weight", d, h.SharedFF),
+				Up:   up,
+				Down: w.Get(p+"ffn_down_shexp.weight", h.SharedFF, d),
+			}
+			moe.SharedGate = w.Get(p+"ffn_gate_inp_shexp.weight", d)
+		}
+		ffn = moe
+	} else {
+		ffn = &nn.FFN{
+			Gate: w.Get(p+"ffn_gate.weight", d, h.FeedForward),
+			Up:   w.Get(p+"ffn_up.weight", d, h.FeedForward),
+			Down: w.Get(p+"ffn_down.weight", h.FeedForward, d),
+		}
+	}
+	return ffn
 }
