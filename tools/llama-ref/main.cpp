@@ -1,7 +1,8 @@
 // llama-ref: the llama.cpp reference for ggml-rs's parity tests and benchmarks.
 //
 // Calls only llama.cpp's public API (llama.h, ggml-cpu.h) of the pinned
-// sources in .cache/llama.cpp; see tools/llama-ref/CMakeLists.txt.
+// sources in .cache/llama.cpp, and for mtp its staging API (src/llama-ext.h,
+// as common/speculative.cpp); see tools/llama-ref/CMakeLists.txt.
 //
 //   llama-ref logits [-all] [-decode N] [-ubatch N] [-t N] [-fa on|off|auto] [-mtp] MODEL TOKEN...
 //       JSON {"model","n_vocab","tokens","logits"}: the logits of the last
@@ -28,6 +29,28 @@
 //       tokens (one llama_decode per n_batch), tg decodes n random tokens one
 //       per llama_decode from an empty cache; the KV cache is cleared before
 //       each run, and the CPU threads run in one polling threadpool.
+//   llama-ref mtp [-draft N] [-t N] [-fa on|off|auto] MODEL TOKEN...
+//       The MTP (multi-token prediction, NextN) draft head of a qwen35 or
+//       qwen35moe model, run as common/speculative.cpp's draft-mtp does
+//       (common_speculative_impl_draft_mtp: process() after the prompt, then
+//       draft()). The model is loaded with load_mtp; a target context with
+//       llama_set_embeddings_nextn(true, unmasked) and an MTP context
+//       (ctx_type LLAMA_CONTEXT_TYPE_MTP, ctx_other the target, n_rs_seq 0,
+//       the same n_ctx, flash attention and threads) with
+//       llama_set_embeddings_nextn(true, masked). The target decodes the
+//       tokens t_0..t_{n-1} (positions 0..n-1) in one llama_process, every
+//       row an output, which gives the nextn hidden states h_0..h_{n-1} (the
+//       output_norm'd last hidden state). Then the MTP context decodes one
+//       batch of n entries: entry k is token t_k at position k with h_{k-1}
+//       as its embedding (entry 0 with a zero vector: speculative.cpp's
+//       initial pending_h), every entry an output; row k of "mtp_logits"
+//       predicts t_{k+1}. With -draft N: x = the argmax of the target's last
+//       row ("target_next"); the MTP context decodes (x, position n, h_{n-1})
+//       and d_1 = argmax of its logits, then (d_1, n+1, the MTP context's own
+//       nextn state of the previous entry) gives d_2, ..., up to d_N (greedy:
+//       no p_min cutoff, no sampler). JSON {"model","n_vocab","n_embd",
+//       "tokens","mtp_logits":[row per position], and with -draft
+//       "target_next","draft":[d_1..d_N],"draft_logits":[row per step]}.
 //   llama-ref tokenize [-special] MODEL TEXT
 //       JSON {"model","n_vocab","tokens"}: llama_tokenize of TEXT with a
 //       vocab-only load; -special sets add_special and parse_special (what
@@ -41,6 +64,7 @@
 // TOKEN arguments may also be comma-separated lists.
 #include "llama.h"
 #include "ggml-cpu.h"
+#include "../src/llama-ext.h"  // staging API (mtp): llama_set_embeddings_nextn, llama_get_embeddings_nextn[_ith]
 
 #include <algorithm>
 #include <chrono>
@@ -60,7 +84,7 @@ struct Opts {
     std::vector<llama_token> tokens;
     std::vector<std::vector<llama_token>> seqs;  // one per TOKEN argument
     bool all = false, json = false, verbose = false, special = false, multi = false, mtp = false;
-    int threads = 0, n_decode = 0, n_pred = 64, n_prompt = 512, n_gen = 128, reps = 3, ubatch = 0;
+    int threads = 0, n_draft = 0, n_decode = 0, n_pred = 64, n_prompt = 512, n_gen = 128, reps = 3, ubatch = 0;
     llama_flash_attn_type fa = LLAMA_FLASH_ATTN_TYPE_AUTO;
 };
 
@@ -77,6 +101,7 @@ void usage() {
             "       llama-ref logits -seqs [-ubatch N] [-t N] [-fa on|off|auto] [-mtp] MODEL SEQ...\n"
             "       llama-ref greedy [-n 64] [-ubatch N] [-t N] [-fa on|off|auto] [-mtp] MODEL TOKEN...\n"
             "       llama-ref bench [-p 512] [-n 128] [-r 3] [-ubatch N] [-t N] [-fa on|off|auto] [-json] MODEL\n"
+            "       llama-ref mtp [-draft N] [-t N] [-fa on|off|auto] MODEL TOKEN...\n"
             "       llama-ref tokenize [-special] MODEL TEXT\n"
             "       llama-ref tokenize -batch FILE MODEL\n");
     exit(2);
@@ -108,6 +133,7 @@ Opts parse(int argc, char ** argv) {
         else if (a == "-mtp") o.mtp = true;
         else if (a == "-ubatch") o.ubatch = to_int(next());
         else if (a == "-decode") o.n_decode = to_int(next());
+        else if (a == "-draft") o.n_draft = to_int(next());
         else if (a == "-batch") o.batch = next();
         else if (a == "-t") o.threads = to_int(next());
         else if (a == "-p") o.n_prompt = to_int(next());
@@ -149,6 +175,8 @@ Opts parse(int argc, char ** argv) {
     if (o.threads <= 0) o.threads = std::max(1u, std::thread::hardware_concurrency());
     if (o.reps < 1) die("-r must be at least 1");
     if (o.ubatch < 0) die("-ubatch must be positive");
+    if (o.n_draft < 0) die("-draft must not be negative");
+    if (o.n_draft && o.cmd != "mtp") die("-draft is for mtp");
     if (o.multi) {
         if (o.cmd != "logits") die("-seqs is for logits");
         if (o.all || o.n_decode) die("-seqs takes neither -all nor -decode");
@@ -168,6 +196,7 @@ struct Session {
     ggml_threadpool * tp = nullptr;
     int n_vocab = 0;
     int n_batch = 0;
+    llama_context_params cp{};  // the context's parameters (mtp makes a second context alike)
 
     // n_seq sequences of up to n_ctx tokens each (the KV cache is per
     // sequence, llama.cpp's default); n_batch_ tokens per llama_decode.
@@ -178,7 +207,7 @@ struct Session {
         model = llama_model_load_from_file(o.model.c_str(), mp);
         if (!model) die("cannot load %s", o.model.c_str());
         n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model));
-        llama_context_params cp = llama_context_default_params();
+        cp = llama_context_default_params();
         cp.n_ctx = (uint32_t) (std::max(n_ctx, 64) * n_seq);
         n_batch = std::max(n_batch_, 1);
         cp.n_batch = (uint32_t) n_batch;
@@ -351,6 +380,115 @@ int cmd_greedy(const Opts & o) {
     return 0;
 }
 
+// mtp: see the header. Mirrors common_speculative_impl_draft_mtp (qwen35,
+// qwen35moe: one NextN head, its own KV cache, not shared with the target).
+int cmd_mtp(const Opts & o) {
+    int n = (int) o.tokens.size();
+    Opts om = o;
+    om.mtp = true;
+    int n_ctx = std::max(64, n + o.n_draft + 8);
+    Session s(om, n_ctx, n_ctx);
+    check_tokens(o, s);
+    if (llama_model_n_layer_nextn(s.model) <= 0) die("%s has no MTP (nextn) layers", o.model.c_str());
+    const int n_embd = llama_model_n_embd_out(s.model);
+
+    // The draft context as common_speculative_init_result makes it.
+    llama_context_params cpd = s.cp;
+    cpd.ctx_type = LLAMA_CONTEXT_TYPE_MTP;
+    cpd.n_ctx = llama_n_ctx(s.ctx);
+    cpd.n_rs_seq = 0;
+    cpd.ctx_other = s.ctx;
+    llama_context * dft = llama_init_from_model(s.model, cpd);
+    if (!dft) die("cannot create an MTP context for %s", o.model.c_str());
+    llama_attach_threadpool(dft, s.tp, nullptr);
+    llama_set_embeddings_nextn(s.ctx, true, /*masked*/ false);
+    llama_set_embeddings_nextn(dft, true, /*masked*/ true);
+
+    llama_batch_ext * bt = llama_batch_ext_init(s.ctx);
+    llama_batch_ext * bd = llama_batch_ext_init(dft);
+    auto fail = [&](const char * what, int rc) {
+        llama_batch_ext_free(bt);
+        llama_batch_ext_free(bd);
+        llama_free(dft);
+        die(what, std::to_string(rc).c_str());
+    };
+    // One entry: token at pos (seq 0), an output; embd, if given, its
+    // n_embd-wide state (common_batch::add + set_embd).
+    auto add = [&](llama_batch_ext * b, llama_token t, llama_pos pos, const float * embd) {
+        int32_t idx = llama_batch_ext_add_token(b, 0, t);
+        if (idx < 0) fail("llama_batch_ext_add_token failed (%s)", idx);
+        llama_pos p[4] = {pos, 0, 0, 0};
+        if (!llama_batch_ext_set_pos(b, idx, p)) fail("llama_batch_ext_set_pos failed (%s)", idx);
+        if (embd && !llama_batch_ext_set_embd_token(b, idx, {embd, 1, (size_t) n_embd}))
+            fail("llama_batch_ext_set_embd_token failed (%s)", idx);
+        llama_batch_ext_set_output_logits(b, idx, true);
+    };
+
+    // The target: the whole prompt, every row an output.
+    for (int k = 0; k < n; k++) add(bt, o.tokens[k], k, nullptr);
+    int rc = llama_process(s.ctx, LLAMA_PROCESS_TYPE_DECODE, bt);
+    if (rc != 0) fail("llama_process (target) failed (%s)", rc);
+    const float * h_tgt = llama_get_embeddings_nextn(s.ctx);
+    if (!h_tgt) fail("no nextn embeddings from the target (%s)", 0);
+    std::vector<float> h(h_tgt, h_tgt + (size_t) n * n_embd);
+    llama_token next = argmax(llama_get_logits_ith(s.ctx, n - 1), s.n_vocab);
+
+    // process(): token t_k with h_{k-1}, t_0 with pending_h = zeros.
+    std::vector<float> zeros(n_embd, 0.0f);
+    for (int k = 0; k < n; k++) add(bd, o.tokens[k], k, k == 0 ? zeros.data() : h.data() + (size_t) (k - 1) * n_embd);
+    rc = llama_process(dft, LLAMA_PROCESS_TYPE_DECODE, bd);
+    if (rc != 0) fail("llama_process (MTP) failed (%s)", rc);
+    std::vector<std::vector<float>> rows;
+    for (int k = 0; k < n; k++) {
+        const float * l = llama_get_logits_ith(dft, k);
+        rows.emplace_back(l, l + s.n_vocab);
+    }
+
+    // draft(): (x, n, h_{n-1}), then each drafted token with the MTP
+    // context's own nextn state of the entry before it.
+    std::vector<llama_token> drafted;
+    std::vector<std::vector<float>> drows;
+    std::vector<float> pending(h.end() - n_embd, h.end());
+    llama_token last = next;
+    for (int i = 0; i < o.n_draft; i++) {
+        llama_batch_ext_clear(bd);
+        add(bd, last, n + i, pending.data());
+        rc = llama_process(dft, LLAMA_PROCESS_TYPE_DECODE, bd);
+        if (rc != 0) fail("llama_process (MTP draft) failed (%s)", rc);
+        const float * l = llama_get_logits_ith(dft, 0);
+        drows.emplace_back(l, l + s.n_vocab);
+        last = argmax(l, s.n_vocab);
+        drafted.push_back(last);
+        const float * hd = llama_get_embeddings_nextn_ith(dft, 0);
+        if (!hd) fail("no nextn embeddings from the MTP context (%s)", i);
+        pending.assign(hd, hd + n_embd);
+    }
+    llama_batch_ext_free(bt);
+    llama_batch_ext_free(bd);
+    llama_free(dft);
+
+    printf("{\"model\":%s,\"n_vocab\":%d,\"n_embd\":%d,\"tokens\":", json_str(o.model).c_str(), s.n_vocab, n_embd);
+    print_ints(o.tokens);
+    printf(",\"mtp_logits\":[");
+    for (size_t i = 0; i < rows.size(); i++) {
+        if (i) printf(",\n");
+        print_floats(rows[i].data(), s.n_vocab);
+    }
+    printf("]");
+    if (o.n_draft > 0) {
+        printf(",\"target_next\":%d,\"draft\":", next);
+        print_ints(drafted);
+        printf(",\"draft_logits\":[");
+        for (size_t i = 0; i < drows.size(); i++) {
+            if (i) printf(",\n");
+            print_floats(drows[i].data(), s.n_vocab);
+        }
+        printf("]");
+    }
+    printf("}\n");
+    return 0;
+}
+
 struct Stats { double mean, sd; };
 Stats stats(const std::vector<double> & v) {
     double m = 0, q = 0;
@@ -519,6 +657,7 @@ int main(int argc, char ** argv) {
     if (o.cmd == "logits") rc = cmd_logits(o);
     else if (o.cmd == "greedy") rc = cmd_greedy(o);
     else if (o.cmd == "bench") rc = cmd_bench(o);
+    else if (o.cmd == "mtp") rc = cmd_mtp(o);
     else if (o.cmd == "tokenize") rc = cmd_tokenize(o);
     else usage();
     llama_backend_free();
