@@ -77,6 +77,10 @@ RECURRENT_ARCHS = ("qwen3next", "qwen35", "qwen35moe")
 UNFUSED_ENV = {"LLAMA_REF_UNFUSED_GDN": "1"}
 MODELS += [f"{a}-small-f32" for a in RECURRENT_ARCHS]
 N_GREEDY = 64
+# The architectures with an MTP (NextN) head, and the draft steps the golden
+# files record of it.
+MTP_ARCHS = ("qwen35", "qwen35moe")
+MTP_DRAFT = 4
 # The "cases": every sequence with flash attention on and off, the prompt in
 # physical batches of these many tokens (1: token by token; 7: ragged; 32;
 # 512: the whole prompt, llama.cpp's default).
@@ -396,11 +400,45 @@ def golden(a):
                                    "for one token), as \"cases\", \"parallel\" and \"greedy\"")
             doc["unfused"] = {"cases": ucases, "parallel": uparallel,
                               "greedy": {"prompt": seqs[0], "n": N_GREEDY, "tokens": ug["tokens"]}}
+        if m.split("-small-")[0] in MTP_ARCHS:
+            doc["mtp"] = ref_mtp(a, path, seqs[1])
         out = os.path.join(a.golden, f"ref_{m}.json")
-        with open(out, "w") as f:
-            json.dump(doc, f, separators=(",", ":"))
-            f.write("\n")
+        write_doc(out, doc)
         print(f"parity: wrote {os.path.relpath(out, ROOT)} (greedy {g['tokens'][:8]}...)")
+
+
+def write_doc(path, doc):
+    with open(path, "w") as f:
+        json.dump(doc, f, separators=(",", ":"))
+        f.write("\n")
+
+
+def ref_mtp(a, path, tokens):
+    """The reference's MTP head (llama-ref mtp, as llama.cpp's draft-mtp
+    runs it) over tokens, and MTP_DRAFT greedy draft steps after them."""
+    r = run_json(a.ref, ["mtp", "-draft", str(MTP_DRAFT), "-t", str(a.t), path] + [str(t) for t in tokens])
+    return {"note": "llama-ref mtp: the MTP head's logits at every position (row p predicts token p+1; "
+                    "token p paired with the main model's hidden state of token p-1, zeros for p = 0), "
+                    "the main model's greedy next token and the head's greedy draft from it",
+            "tokens": tokens, "logits": [round6(x) for x in r["mtp_logits"]],
+            "target_next": r["target_next"], "draft": r["draft"],
+            "draft_logits": [round6(x) for x in r["draft_logits"]]}
+
+
+def mtp_golden(a):
+    """Adds (or replaces) the "mtp" entry of the MTP models' golden files."""
+    for m in MODELS:
+        if m.split("-small-")[0] not in MTP_ARCHS or (a.only and m not in a.only.split(",")):
+            continue
+        out = os.path.join(a.golden, f"ref_{m}.json")
+        with open(out) as f:
+            doc = json.load(f)
+        path = os.path.join(a.models, m + ".gguf")
+        if sha256(path) != doc["model_sha256"]:
+            raise SystemExit(f"{m}: the model differs from the golden file's; run golden instead")
+        doc["mtp"] = ref_mtp(a, path, doc["sequences"][1]["tokens"])
+        write_doc(out, doc)
+        print(f"parity: added mtp to {os.path.relpath(out, ROOT)} (draft {doc['mtp']['draft']})")
 
 
 def ref_cases(a, path, seqs, par_seqs, env=None):
@@ -598,7 +636,7 @@ def check(a):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("mode", choices=["golden", "tokens-golden", "check"])
+    ap.add_argument("mode", choices=["golden", "mtp-golden", "tokens-golden", "check"])
     ap.add_argument("--ref", default=os.path.join(ROOT, ".cache/llama-build/llama-ref"))
     ap.add_argument("--ours", default=os.path.join(ROOT, "go/bin/ggml-rs"))
     ap.add_argument("--models", default=os.path.join(ROOT, ".cache/models"))
@@ -609,6 +647,8 @@ def main():
     a = ap.parse_args()
     if a.mode == "golden":
         return golden(a)
+    if a.mode == "mtp-golden":
+        return mtp_golden(a)
     if a.mode == "tokens-golden":
         return tokens_golden(a)
     return check(a)
