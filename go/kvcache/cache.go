@@ -104,6 +104,10 @@ type Config struct {
 	Unified bool
 	// DType is the type of stored keys and values (default F16).
 	DType ml.DType
+	// Checkpoints keeps room for one saved copy of each sequence's
+	// recurrent states (Checkpoint, Restore): speculative decoding rolls a
+	// sequence back past rejected draft tokens with it.
+	Checkpoints bool
 }
 
 // Cache is a multi-sequence cache for a decoder's layers. It is not safe
@@ -118,6 +122,7 @@ type Cache struct {
 	poolOf    []*pool // per layer (nil for recurrent / none)
 
 	lens    map[int]int // sequence -> tokens held (its next position)
+	saved   map[int]int // sequence -> its length at its checkpoint
 	slotOf  map[int]int // sequence -> its slot (KV stream, recurrent state)
 	slotSeq []int       // slot -> sequence (-1: free)
 	gen     int         // counts Resets, removals and closes (graph reuse)
@@ -138,7 +143,7 @@ var ErrNoRoom = errors.New("kvcache: the batch does not fit the cache")
 // New allocates a cache (its tensors live in the layers' contexts, so on
 // their devices, and count as their Cache memory).
 func New(b ml.Backend, cfg Config) (*Cache, error) {
-	c := &Cache{b: b, cfg: cfg, config: ml.CacheConfig{CachePadding: 1}, lens: map[int]int{}, slotOf: map[int]int{}}
+	c := &Cache{b: b, cfg: cfg, config: ml.CacheConfig{CachePadding: 1}, lens: map[int]int{}, saved: map[int]int{}, slotOf: map[int]int{}}
 	if bc, ok := b.(ml.BackendCacheConfig); ok {
 		c.config = bc.CacheConfig()
 	}
@@ -269,6 +274,7 @@ func (c *Cache) Reset() {
 		c.rec.clear()
 	}
 	clear(c.lens)
+	clear(c.saved)
 	clear(c.slotOf)
 	for i := range c.slotSeq {
 		c.slotSeq[i] = -1
@@ -290,7 +296,50 @@ func (c *Cache) Remove(seq int) {
 		delete(c.slotOf, seq)
 	}
 	delete(c.lens, seq)
+	delete(c.saved, seq)
 	c.gen++
+}
+
+// Checkpoint saves sequence seq's state (its length and, with recurrent
+// layers, their states; Config.Checkpoints must be set for those) for a
+// later Restore, replacing an earlier checkpoint.
+func (c *Cache) Checkpoint(seq int) error {
+	n, ok := c.lens[seq]
+	if !ok {
+		return fmt.Errorf("kvcache: checkpoint of sequence %d, which the cache does not hold", seq)
+	}
+	if c.rec != nil {
+		if !c.cfg.Checkpoints {
+			return errors.New("kvcache: checkpoints of recurrent states need Config.Checkpoints")
+		}
+		if err := c.rec.save(c.b, c.slotOf[seq]); err != nil {
+			return err
+		}
+	}
+	c.saved[seq] = n
+	return nil
+}
+
+// Restore rolls sequence seq back to its checkpoint: the tokens after it
+// are forgotten and recurrent states are the saved ones. The checkpoint
+// stays (a sequence may be restored to it again).
+func (c *Cache) Restore(seq int) error {
+	n, ok := c.saved[seq]
+	if !ok || c.lens[seq] < n {
+		return fmt.Errorf("kvcache: sequence %d has no checkpoint to restore", seq)
+	}
+	c.abandon()
+	if c.rec != nil {
+		if err := c.rec.restore(c.b, c.slotOf[seq]); err != nil {
+			return err
+		}
+	}
+	for _, p := range c.pools() {
+		p.remove(seq, n)
+	}
+	c.lens[seq] = n
+	c.gen++
+	return nil
 }
 
 // ErrTruncate is returned by Truncate when the cache cannot keep a prefix.

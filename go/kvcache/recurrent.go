@@ -14,6 +14,10 @@ func errorf(format string, a ...any) error { return fmt.Errorf("kvcache: "+forma
 // assigns slots).
 type recurrent struct {
 	fresh  []bool // the slot's state is stale: read as zeros at its next use
+	// With checkpoints, slot s's saved states are row n+s of each state
+	// tensor (n slots), and savedFresh[s] its fresh flag when saved.
+	checkpoints bool
+	savedFresh  []bool
 	ctxs   []ml.Context
 	states [2][]ml.Tensor // [0] conv, [1] delta-net; per layer of the model
 	shapes [2][][]int     // per layer: the per-sequence shape of each state
@@ -33,7 +37,11 @@ type recurrent struct {
 
 func (c *Cache) newRecurrent(layers []int) (*recurrent, error) {
 	n := c.cfg.Sequences
-	r := &recurrent{fresh: make([]bool, n)}
+	r := &recurrent{fresh: make([]bool, n), checkpoints: c.cfg.Checkpoints, savedFresh: make([]bool, n)}
+	rows := n
+	if r.checkpoints {
+		rows = 2 * n
+	}
 	for i := range r.states {
 		r.states[i] = make([]ml.Tensor, len(c.cfg.Layers))
 		r.shapes[i] = make([][]int, len(c.cfg.Layers))
@@ -47,7 +55,7 @@ func (c *Cache) newRecurrent(layers []int) (*recurrent, error) {
 		r.ctxs = append(r.ctxs, ctx)
 		if err := catch(func() {
 			for i := range r.states {
-				r.states[i][l] = ctx.Zeros(ml.DTypeF32, product(r.shapes[i][l]), n)
+				r.states[i][l] = ctx.Zeros(ml.DTypeF32, product(r.shapes[i][l]), rows)
 			}
 		}); err != nil {
 			r.close()
@@ -155,6 +163,45 @@ func (r *recurrent) set(ctx ml.Context, layer, which int, st ml.Tensor) {
 		return
 	}
 	ctx.Forward(all.SetRows(ctx, rows, r.idsT))
+}
+
+// save copies slot s's states of every layer to its checkpoint row.
+func (r *recurrent) save(b ml.Backend, s int) error {
+	if err := r.copyRows(b, s, len(r.fresh)+s); err != nil {
+		return err
+	}
+	r.savedFresh[s] = r.fresh[s]
+	return nil
+}
+
+// restore copies slot s's checkpoint row back.
+func (r *recurrent) restore(b ml.Backend, s int) error {
+	if err := r.copyRows(b, len(r.fresh)+s, s); err != nil {
+		return err
+	}
+	r.fresh[s] = r.savedFresh[s]
+	return nil
+}
+
+// copyRows copies row from to row to of every state tensor, in one graph.
+func (r *recurrent) copyRows(b ml.Backend, from, to int) error {
+	return catch(func() {
+		ctx := b.NewContext()
+		defer ctx.Close()
+		var outs []ml.Tensor
+		for i := range r.states {
+			for _, all := range r.states[i] {
+				if all == nil {
+					continue
+				}
+				st := all.Stride(1)
+				src := all.View(ctx, from*st, all.Dim(0))
+				dst := all.View(ctx, to*st, all.Dim(0))
+				outs = append(outs, src.Copy(ctx, dst))
+			}
+		}
+		ctx.Forward(outs...).Compute(outs...)
+	})
 }
 
 // rows is the view of the n consecutive slots from r.base of all.

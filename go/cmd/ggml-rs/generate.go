@@ -11,6 +11,7 @@ import (
 	"ggmlrs/ml/nn"
 	"ggmlrs/model"
 	"ggmlrs/model/decoder"
+	"ggmlrs/model/speculate"
 	"ggmlrs/sample"
 )
 
@@ -90,6 +91,8 @@ func runGenerate(args []string) error {
 	topK := fs.Int("top-k", 40, "sample among the k most likely tokens (0: all)")
 	topP := fs.Float64("top-p", 0.95, "sample among the most likely tokens of this probability mass (1: all)")
 	seed := fs.Int64("seed", -1, "random seed (-1: from the clock)")
+	draft := fs.String("draft", "", "speculative decoding: mtp (the model's own MTP head drafts; qwen35, qwen35moe)")
+	draftMax := fs.Int("draft-max", 3, "with -draft: tokens drafted a step, then verified in one batch")
 	df := addDecoderFlags(fs)
 	pos, err := parse(fs, args)
 	if err != nil {
@@ -104,16 +107,38 @@ func runGenerate(args []string) error {
 	if *seed == -1 {
 		*seed = nowSeed()
 	}
+	switch {
+	case *draft != "" && *draft != "mtp":
+		return usagef("-draft %q: the only drafter is mtp", *draft)
+	case *draft != "" && *draftMax < 1:
+		return usagef("-draft-max must be at least 1")
+	case *draft != "" && *draftMax >= *df.ctx:
+		return usagef("-draft-max %d does not fit the %d-token context (-ctx)", *draftMax, *df.ctx)
+	}
 	b, m, tok, err := openDecoder(pos[0], df)
 	if err != nil {
 		return err
 	}
 	defer b.Close()
+	var drafter *speculate.MTP
+	if *draft == "mtp" {
+		head, err := model.NewMTP(b)
+		if err != nil {
+			return fmt.Errorf("-draft mtp: %w", err)
+		}
+		hc, err := head.NewCache(decoder.CacheOptions{Capacity: *df.ctx, MaxBatch: *df.batch})
+		if err != nil {
+			return err
+		}
+		defer hc.Close()
+		defer head.ReleaseGraph()
+		drafter = &speculate.MTP{Head: head, Cache: hc}
+	}
 	ids := tok.Encode(*prompt, true)
 	if len(ids) == 0 {
 		return usagef("the prompt is empty (and the model adds no BOS token)")
 	}
-	cache, err := m.NewCache(decoder.CacheOptions{Capacity: *df.ctx, MaxBatch: *df.batch})
+	cache, err := m.NewCache(decoder.CacheOptions{Capacity: *df.ctx, MaxBatch: *df.batch, Checkpoints: drafter != nil})
 	if err != nil {
 		return err
 	}
@@ -128,16 +153,25 @@ func runGenerate(args []string) error {
 	all := append([]int32(nil), ids...)
 	printed := len(base)
 	smp := sample.New(sample.Options{Temperature: float32(*temp), TopK: *topK, TopP: float32(*topP), Seed: *seed})
-	st, err := m.Generate(cache, ids, decoder.GenerateOptions{MaxTokens: *n, Batch: *df.batch, Sampler: smp, IsEOG: tok.IsEOG},
-		func(id int32) bool {
-			all = append(all, id)
-			text := tok.Decode(all)
-			if len(text) > printed && utf8.ValidString(text[printed:]) && !strings.HasSuffix(text, "\uFFFD") {
-				fmt.Fprint(out, text[printed:])
-				printed = len(text)
-			}
-			return true
-		})
+	emit := func(id int32) bool {
+		all = append(all, id)
+		text := tok.Decode(all)
+		if len(text) > printed && utf8.ValidString(text[printed:]) && !strings.HasSuffix(text, "\uFFFD") {
+			fmt.Fprint(out, text[printed:])
+			printed = len(text)
+		}
+		return true
+	}
+	gopts := decoder.GenerateOptions{MaxTokens: *n, Batch: *df.batch, Sampler: smp, IsEOG: tok.IsEOG}
+	var st decoder.Stats
+	if drafter != nil {
+		var sst speculate.Stats
+		sst, err = speculate.Generate(m, cache, drafter, ids, speculate.Options{GenerateOptions: gopts, Max: *draftMax}, emit)
+		st = sst.Stats
+		defer fmt.Fprintf(os.Stderr, "draft:   %d steps, %d drafted, %d accepted (%.1f%%)\n", sst.Steps, sst.Drafted, sst.Accepted, 100*sst.AcceptanceRate())
+	} else {
+		st, err = m.Generate(cache, ids, gopts, emit)
+	}
 	fmt.Fprintln(out)
 	if err != nil {
 		return err

@@ -102,6 +102,9 @@ type CacheOptions struct {
 	Capacity  int // tokens of all sequences together (attention layers)
 	Sequences int // sequences held at once (default 1)
 	MaxBatch  int // the largest ubatch that will be computed (default 512)
+	// Checkpoints keeps room to save and restore each sequence's recurrent
+	// states (kvcache.Config.Checkpoints), for speculative decoding.
+	Checkpoints bool
 }
 
 // NewCache makes a cache for the model.
@@ -111,7 +114,7 @@ func (m *Model) NewCache(o CacheOptions) (*kvcache.Cache, error) {
 		specs[i] = bl.Cache
 	}
 	return kvcache.New(m.b, kvcache.Config{Layers: specs, Capacity: o.Capacity, Sequences: o.Sequences,
-		Window: m.Window, MaxBatch: o.MaxBatch})
+		Window: m.Window, MaxBatch: o.MaxBatch, Checkpoints: o.Checkpoints})
 }
 
 // stepGraph is a computed decode-step graph kept for the next step.

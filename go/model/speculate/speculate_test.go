@@ -1,0 +1,161 @@
+package speculate_test
+
+// Exactness of speculative decoding where the target's kernels are
+// batch-invariant: on the Q4_0 Qwen3.5 models (qwen35, qwen35moe; the CPU
+// repacks Q4_0, and its gemm for several rows and gemv for one give the
+// same bits), the tokens generated with drafts are those plain decoding
+// generates, token for token, greedy and with a seeded sampler
+// (temperature 0.8, top-k 40, top-p 0.95), with the model's own MTP head
+// drafting (which the target rejects almost always on random weights: the
+// rollback path) and with an oracle drafting the target's own tokens at
+// acceptance rates 100%, 80% and 50% (full and partial acceptance).
+//
+// Not yet exact (issue 10, open): F16 and Q8_0 models, whose verification
+// rows go through llamafile's tinyBLAS while a one-token step takes
+// vec_dot (other summation order), and steps past position 256, where a
+// one-token step's attention history grows to 512 cells and its flash
+// attention sums in another order than the verification batch's. So the
+// generations here stay within the first 256 positions (12 prompt tokens
+// + 232).
+
+import (
+	"context"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"ggmlrs/ml"
+	_ "ggmlrs/ml/backend"
+	"ggmlrs/model"
+	"ggmlrs/model/decoder"
+	"ggmlrs/model/speculate"
+	"ggmlrs/sample"
+)
+
+const genTokens = 232
+
+func open(t *testing.T, name string) (ml.Backend, *decoder.Model) {
+	t.Helper()
+	dir, required := os.LookupEnv("GGML_RS_MODELS")
+	if !required {
+		dir = "../../../.cache/models"
+	}
+	path := filepath.Join(dir, name+".gguf")
+	if _, err := os.Stat(path); err != nil {
+		if required {
+			t.Fatalf("%s is missing (make models writes it)", path)
+		}
+		t.Skipf("%s is not there (make models writes it; make test does)", path)
+	}
+	b, err := ml.NewBackend(path, ml.BackendParams{AllocMemory: true, NumThreads: 2, FlashAttention: ml.FlashAttentionEnabled})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	if err := b.Load(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	m, err := model.New(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, m
+}
+
+func sampler(greedy bool) *sample.Sampler {
+	if greedy {
+		return sample.New(sample.Options{})
+	}
+	return sample.New(sample.Options{Temperature: 0.8, TopK: 40, TopP: 0.95, Seed: 42})
+}
+
+var promptTokens = []int32{1, 17, 42, 99, 250, 7, 311, 5, 123, 64, 400, 33}
+
+func plain(t *testing.T, m *decoder.Model, greedy bool) []int32 {
+	t.Helper()
+	c, err := m.NewCache(decoder.CacheOptions{Capacity: 512})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var out []int32
+	if _, err := m.Generate(c, promptTokens, decoder.GenerateOptions{MaxTokens: genTokens, Sampler: sampler(greedy), IgnoreEOG: true},
+		func(id int32) bool { out = append(out, id); return true }); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func speculative(t *testing.T, m *decoder.Model, d speculate.Drafter, greedy bool, max int) ([]int32, speculate.Stats) {
+	t.Helper()
+	c, err := m.NewCache(decoder.CacheOptions{Capacity: 512, Checkpoints: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var out []int32
+	st, err := speculate.Generate(m, c, d, promptTokens,
+		speculate.Options{GenerateOptions: decoder.GenerateOptions{MaxTokens: genTokens, Sampler: sampler(greedy), IgnoreEOG: true}, Max: max},
+		func(id int32) bool { out = append(out, id); return true })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out, st
+}
+
+func firstDiff(a, b []int32) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
+}
+
+func TestSpeculativeIsExact(t *testing.T) {
+	for _, arch := range []string{"qwen35", "qwen35moe"} {
+		for _, typ := range []string{"q4_0"} {
+			name := arch + "-small-" + typ
+			t.Run(name, func(t *testing.T) {
+				b, m := open(t, name)
+				head, err := model.NewMTP(b)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, greedy := range []bool{true, false} {
+					mode := "greedy"
+					if !greedy {
+						mode = "seeded"
+					}
+					want := plain(t, m, greedy)
+					if len(want) != genTokens {
+						t.Fatalf("plain decoding gave %d tokens", len(want))
+					}
+					hc, err := head.NewCache(decoder.CacheOptions{Capacity: 512})
+					if err != nil {
+						t.Fatal(err)
+					}
+					got, st := speculative(t, m, &speculate.MTP{Head: head, Cache: hc}, greedy, 3)
+					hc.Close()
+					t.Logf("%s, MTP head: %d steps, acceptance %.1f%%", mode, st.Steps, 100*st.AcceptanceRate())
+					if !slices.Equal(got, want) {
+						t.Errorf("%s, MTP drafts: differs from plain decoding at token %d of %d", mode, firstDiff(got, want), len(want))
+					}
+					for _, rate := range []float64{1, 0.8, 0.5} {
+						o := &speculate.Oracle{Tokens: want, Rate: rate, Vocab: m.Vocab, Rand: rand.New(rand.NewSource(7))}
+						got, st := speculative(t, m, o, greedy, 3)
+						t.Logf("%s, oracle %.0f%%: %d steps, acceptance %.1f%%", mode, 100*rate, st.Steps, 100*st.AcceptanceRate())
+						if !slices.Equal(got, want) {
+							t.Errorf("%s, oracle at %.0f%%: differs from plain decoding at token %d of %d", mode, 100*rate, firstDiff(got, want), len(want))
+						}
+						if rate == 1 && st.AcceptanceRate() < 0.95 {
+							t.Errorf("oracle at 100%%: %d of %d drafts accepted", st.Accepted, st.Drafted)
+						}
+					}
+				}
+			})
+		}
+	}
+}
