@@ -13,14 +13,14 @@ func errorf(format string, a ...any) error { return fmt.Errorf("kvcache: "+forma
 // [size·size·heads, slots] (F32), one row per sequence slot (the cache
 // assigns slots).
 type recurrent struct {
-	fresh  []bool // the slot's state is stale: read as zeros at its next use
+	fresh []bool // the slot's state is stale: read as zeros at its next use
 	// With checkpoints, slot s's saved states are row n+s of each state
 	// tensor (n slots), and savedFresh[s] its fresh flag when saved.
 	checkpoints bool
 	savedFresh  []bool
-	ctxs   []ml.Context
-	states [2][]ml.Tensor // [0] conv, [1] delta-net; per layer of the model
-	shapes [2][][]int     // per layer: the per-sequence shape of each state
+	ctxs        []ml.Context
+	states      [2][]ml.Tensor // [0] conv, [1] delta-net; per layer of the model
+	shapes      [2][][]int     // per layer: the per-sequence shape of each state
 
 	// The prepared batch: its sequences' slots, which of them start from
 	// zero; and the input tensors of its graph.
