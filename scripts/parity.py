@@ -320,58 +320,6 @@ def golden(a):
         cases, parallel = ref_cases(a, path, seqs, parallel_sequences(probe["n_vocab"]))
         doc = {
             "model": m,
-            "made_by": "scripts/parity.py tokens-golden",
-            "model_sha256": sha256(path),
-            "reference": "llama_tokenize of llama.cpp from llama-cpp-sys-2 0.1.161 (vocab-only load), tools/llama-ref",
-            "modes": "plain: add_special and parse_special false; special: both true",
-            "add_bos": r["add_bos"],
-            "add_eos": r["add_eos"],
-            "cases": kept,
-        }
-        out = os.path.join(a.golden, f"tokens_{m}.json")
-        with open(out, "w", encoding="utf-8") as f:
-            json.dump(doc, f, ensure_ascii=False, separators=(",", ":"))
-            f.write("\n")
-        print(f"parity: wrote {os.path.relpath(out, ROOT)} ({len(kept)} strings)")
-
-
-def check_tokens(prog, path, doc):
-    """The golden-file entries whose ids from prog differ (either mode)."""
-    r = tokenize_batch(prog, path, doc["cases"])
-    return [e for e, res in zip(doc["cases"], r["results"])
-            if res.get("plain") != e["plain"] or res.get("special") != e["special"]]
-
-
-def golden(a):
-    os.makedirs(a.golden, exist_ok=True)
-    for m in MODELS:
-        if a.only and m not in a.only.split(","):
-            continue
-        path = os.path.join(a.models, m + ".gguf")
-        probe = run_json(a.ref, ["logits", "-t", str(a.t), path, "3"])
-        seqs = sequences(probe["n_vocab"])
-        rows = []
-        for s in seqs:
-            r = run_json(a.ref, ["logits", "-t", str(a.t), path] + [str(t) for t in s])
-            rows.append({"tokens": s, "logits": round6(r["logits"])})
-        g = run_json(a.ref, ["greedy", "-n", str(N_GREEDY), "-t", str(a.t), path] + [str(t) for t in seqs[0]])
-        cases = []
-        for fa in CASE_FA:
-            for ub in CASE_UBATCH:
-                case_rows = []
-                for s in seqs:
-                    r = run_json(a.ref, ["logits", "-fa", fa, "-ubatch", str(ub), "-t", str(a.t), path] +
-                                 [str(t) for t in s])
-                    case_rows.append(round6(r["logits"]))
-                cases.append({"fa": fa, "ubatch": ub, "logits": case_rows})
-        par_seqs = parallel_sequences(probe["n_vocab"])
-        parallel = []
-        for fa in CASE_FA:
-            r = run_json(a.ref, ["logits", "-seqs", "-fa", fa, "-t", str(a.t), path] +
-                         [",".join(map(str, s)) for s in par_seqs])
-            parallel.append({"fa": fa, "sequences": par_seqs, "logits": [round6(x) for x in r["logits"]]})
-        doc = {
-            "model": m,
             "made_by": "scripts/parity.py golden (make parity-golden)",
             "model_made_by": "scripts/gen-models.py --size small",
             "model_sha256": sha256(path),

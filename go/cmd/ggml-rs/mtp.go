@@ -8,6 +8,7 @@ import (
 	"ggmlrs/kvcache"
 	"ggmlrs/model"
 	"ggmlrs/model/decoder"
+	"ggmlrs/sample"
 )
 
 func runMTP(args []string) error {
@@ -100,14 +101,14 @@ func computeMTP(m, head *decoder.Model, tokens []int32, steps, ctx int) (mtpResu
 	if steps == 0 {
 		return r, nil
 	}
-	r.next = (argmax(main[0].Logits[0]))
+	r.next = (sample.Greedy(main[0].Logits[0]))
 	x, prev := r.next, h[len(h)-1]
 	for i := 0; i < steps; i++ {
 		out, err := head.Run(hcache, []decoder.Input{{Sequence: seq([]int32{x}), Hidden: [][]float32{prev}}}, decoder.RunOptions{Hidden: true})
 		if err != nil {
 			return r, err
 		}
-		x, prev = (argmax(out[0].Logits[0])), out[0].Hidden[0]
+		x, prev = (sample.Greedy(out[0].Logits[0])), out[0].Hidden[0]
 		r.draft = append(r.draft, x)
 		r.draftLogits = append(r.draftLogits, out[0].Logits[0])
 	}
@@ -116,14 +117,3 @@ func computeMTP(m, head *decoder.Model, tokens []int32, steps, ctx int) (mtpResu
 
 // seq is sequence 0 holding tokens.
 func seq(tokens []int32) kvcache.Sequence { return kvcache.Sequence{Seq: 0, Tokens: tokens} }
-
-// argmax is the index of the largest value (the first of ties).
-func argmax(v []float32) int32 {
-	best := 0
-	for i := range v {
-		if v[i] > v[best] {
-			best = i
-		}
-	}
-	return int32(best)
-}

@@ -22,6 +22,7 @@ import (
 	"testing"
 
 	"ggmlrs/internal/testfile"
+	"ggmlrs/sample"
 )
 
 // Tolerances, also in scripts/parity.py (keep them in agreement).
@@ -154,7 +155,7 @@ func (p *parityScore) add(t *testing.T, got, want []float32) {
 		p.worst = math.Max(p.worst, math.Abs(float64(got[i]-want[i])))
 	}
 	p.rows++
-	if argmax(got) == argmax(want) {
+	if sample.Greedy(got) == sample.Greedy(want) {
 		p.top1++
 	}
 }
@@ -261,7 +262,7 @@ func parityCase(t *testing.T, path, name, deltaNet, fa string, doc *goldenDoc) {
 	}
 	agree := 0
 	for i, want := range cont {
-		if argmax(rows[len(p)-1+i]) == want {
+		if sample.Greedy(rows[len(p)-1+i]) == want {
 			agree++
 		}
 	}

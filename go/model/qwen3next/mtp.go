@@ -56,13 +56,7 @@ func NewMTP(b ml.Backend) (*decoder.Model, error) {
 		m.Output = o
 	}
 	mixer, spec := attention(w, p, h, ropeOpts)
-	m.Blocks = []decoder.Block{{
-		AttnNorm: w.GetAs(load.F32, p+"attn_norm.weight", d),
-		Mixer:    mixer,
-		FFNNorm:  w.GetAs(load.F32, p+"post_attention_norm.weight", d),
-		FFN:      feedForward(w, p, h),
-		Cache:    spec,
-	}}
+	m.Blocks = []decoder.Block{block(w, p, h, mixer, spec)}
 	if err := w.Err(); err != nil {
 		return nil, err
 	}

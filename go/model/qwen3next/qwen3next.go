@@ -257,18 +257,24 @@ func New(b ml.Backend) (*decoder.Model, error) {
 		} else {
 			mixer, spec = attention(w, p, h, ropeOpts)
 		}
-		m.Blocks = append(m.Blocks, decoder.Block{
-			AttnNorm: w.GetAs(load.F32, p+"attn_norm.weight", d),
-			Mixer:    mixer,
-			FFNNorm:  w.GetAs(load.F32, p+"post_attention_norm.weight", d),
-			FFN:      feedForward(w, p, h),
-			Cache:    spec,
-		})
+		m.Blocks = append(m.Blocks, block(w, p, h, mixer, spec))
 	}
 	if err := w.Err(); err != nil {
 		return nil, err
 	}
 	return m, nil
+}
+
+// block is layer p's pre-norm block around mixer: attention norm, post-
+// attention norm and the layer's feed-forward.
+func block(w *load.Weights, p string, h Hyper, mixer decoder.Mixer, spec kvcache.LayerSpec) decoder.Block {
+	return decoder.Block{
+		AttnNorm: w.GetAs(load.F32, p+"attn_norm.weight", h.Hidden),
+		Mixer:    mixer,
+		FFNNorm:  w.GetAs(load.F32, p+"post_attention_norm.weight", h.Hidden),
+		FFN:      feedForward(w, p, h),
+		Cache:    spec,
+	}
 }
 
 // ropeOptions is the family's RoPE: interleaved multi-section for Qwen3.5

@@ -3,6 +3,7 @@ package speculate
 import (
 	"ggmlrs/kvcache"
 	"ggmlrs/model/decoder"
+	"ggmlrs/sample"
 )
 
 // MTP drafts with a model's MTP head (model.NewMTP), as llama.cpp's
@@ -29,7 +30,7 @@ func (m *MTP) Draft(tok int32, hPrev []float32, n int) ([]int32, error) {
 			return nil, err
 		}
 		m.drafted++
-		x, h = argmax(r[0].Logits[0]), r[0].Hidden[0]
+		x, h = sample.Greedy(r[0].Logits[0]), r[0].Hidden[0]
 		out = append(out, x)
 	}
 	return out, nil
@@ -50,14 +51,4 @@ func (m *MTP) Accept(tok int32, kept []int32, hPrev []float32, hidden [][]float3
 	_, err := m.Head.Run(m.Cache, []decoder.Input{{Sequence: kvcache.Sequence{Tokens: append([]int32{tok}, kept...)}, Hidden: h}},
 		decoder.RunOptions{})
 	return err
-}
-
-func argmax(v []float32) int32 {
-	best := 0
-	for i := range v {
-		if v[i] > v[best] {
-			best = i
-		}
-	}
-	return int32(best)
 }
