@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 
 	"ggmlrs/ml"
@@ -268,4 +269,56 @@ func TestRecurrentRule(t *testing.T) {
 	if !slices.Equal(c.rec.ids, []int32{1, 0}) || c.rec.base != -1 {
 		t.Fatalf("slots out of order: ids %v base %d, want gathered (-1)", c.rec.ids, c.rec.base)
 	}
+}
+
+// Checkpoint and Restore: bad calls are errors that change nothing; a
+// restore forgets the tokens after the checkpoint and brings back the
+// recurrent states' freshness as saved (their values are checked end to
+// end by model/speculate's exactness test).
+func TestCheckpointRestore(t *testing.T) {
+	b := newBackend(t)
+	plainCfg := Config{Layers: []LayerSpec{rec, attn}, Capacity: 256, Sequences: 2}
+	c, err := New(b, plainCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prepare(t, c, seqs(4))
+	c.Commit()
+	if err := c.Checkpoint(0); err == nil || !strings.Contains(err.Error(), "Config.Checkpoints") {
+		t.Fatalf("a recurrent cache without room for checkpoints: %v", err)
+	}
+	c.Close()
+
+	cfg := plainCfg
+	cfg.Checkpoints = true
+	c, err = New(b, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Checkpoint(1); err == nil {
+		t.Fatal("a checkpoint of a sequence the cache does not hold")
+	}
+	prepare(t, c, seqs(4))
+	c.Commit()
+	if err := c.Restore(0); err == nil || c.Len(0) != 4 {
+		t.Fatalf("a restore without a checkpoint: %v, length %d", err, c.Len(0))
+	}
+	if err := c.Checkpoint(0); err != nil {
+		t.Fatal(err)
+	}
+	prepare(t, c, []Sequence{{Seq: 0, Tokens: []int32{5, 6, 7}}})
+	c.Commit()
+	if c.Len(0) != 7 || c.rec.fresh[c.slotOf[0]] {
+		t.Fatalf("after 3 more tokens: length %d", c.Len(0))
+	}
+	if err := c.Restore(0); err != nil || c.Len(0) != 4 {
+		t.Fatalf("restore: %v, length %d, want 4", err, c.Len(0))
+	}
+	// The restored sequence continues at position 4.
+	prepare(t, c, []Sequence{{Seq: 0, Tokens: []int32{8}}})
+	if !slices.Equal(c.Positions(), []int32{4}) {
+		t.Fatalf("after a restore: positions %v, want [4]", c.Positions())
+	}
+	c.Commit()
 }
