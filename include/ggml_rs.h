@@ -89,6 +89,12 @@
 #define DEFAULT_N_CTX_ORIG (128 << 10)
 
 /**
+ * The most recurrent states gated_delta_net keeps of a batch's last tokens
+ * (speculative decoding verifies a few drafts; the output grows with it).
+ */
+#define MAX_SNAPSHOTS 64
+
+/**
  * Capacity of `ggml_rs_error.message`, including the terminating NUL.
  */
 #define GGML_RS_ERROR_MESSAGE_SIZE 1024
@@ -537,6 +543,15 @@ size_t ggml_rs_ctx_max_graph_nodes(const struct ggml_rs_context *c);
  * API parity with Ollama; upstream ggml decides offload per op).
  */
 void ggml_rs_ctx_set_batch_size(struct ggml_rs_context *c, int32_t n);
+
+/**
+ * Row-wise mode for the handle's whole family (its root and siblings):
+ * `mul_mat` of a 2-D `b` of several rows is built so that each row's
+ * product is computed as a one-row product would be (bit-identical
+ * logits for a batch and for one-token batches, on the CPU). Off by
+ * default.
+ */
+void ggml_rs_ctx_set_row_wise(struct ggml_rs_context *c, bool on);
 
 /**
  * Copies the first op error recorded on this handle (an op that failed
@@ -1619,9 +1634,12 @@ struct ggml_rs_tensor *ggml_rs_causal_conv(struct ggml_rs_context *ctx,
  * g is the log of the decay (<= 0 for a decay); beta is used as given
  * (apply the sigmoid first). Note the state layout: the transpose of the one
  * Ollama's primitive qwen3next keeps (its dim 0 is the value dimension).
+ * `snapshots` (1 to 64): how many states to keep of the last tokens.
  * Result: f32 `[S, H_v, T, n_seqs]` (o); `*out_state` = f32 `[S, S, H_v,
- * n_seqs]`, the state after the last token in the same layout. Both are
- * contiguous views of one node. `out_state` must not be NULL; it is written
+ * n_seqs·snapshots]`: its sequences j·n_seqs to (j+1)·n_seqs − 1 are the
+ * states j tokens before the last (j = 0: after the last token), in the
+ * same layout; those of j ≥ T are not written. Both are contiguous views
+ * of one node. `out_state` must not be NULL; it is written
  * only on success. Returns a new tensor (and `*out_state`) owned by ctx's
  * family, or NULL with err set.
  */
@@ -1633,6 +1651,7 @@ struct ggml_rs_tensor *ggml_rs_gated_delta_net(struct ggml_rs_context *ctx,
                                                struct ggml_rs_tensor *beta,
                                                struct ggml_rs_tensor *state,
                                                bool interleaved,
+                                               int64_t snapshots,
                                                struct ggml_rs_tensor **out_state,
                                                struct ggml_rs_error *err);
 

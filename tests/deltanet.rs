@@ -178,7 +178,7 @@ fn upload_all(input: &mut Context, x: &Data) -> Inputs {
 }
 
 fn fused(root: &mut Context, i: &Inputs, heads: HeadRepeat) -> (Tensor, Tensor) {
-    root.gated_delta_net(i.q, i.k, i.v, i.g, i.beta, i.state, heads).expect("gated_delta_net")
+    root.gated_delta_net(i.q, i.k, i.v, i.g, i.beta, i.state, heads, 1).expect("gated_delta_net")
 }
 
 fn read(t: Tensor) -> Vec<f32> {
@@ -461,7 +461,7 @@ fn state_carries_over_between_calls() {
             let ia = upload_all(&mut input, &a);
             let ib = upload_all(&mut input, &bb);
             let (o1, s1) = fused(&mut root, &ia, heads);
-            let (o2, s2) = root.gated_delta_net(ib.q, ib.k, ib.v, ib.g, ib.beta, s1, heads).expect("second call");
+            let (o2, s2) = root.gated_delta_net(ib.q, ib.k, ib.v, ib.g, ib.beta, s1, heads, 1).expect("second call");
             root.compute(&[o1, o2, s2]).expect("compute");
             let mut joined = Vec::new();
             let (r1, r2) = (read(o1), read(o2));
@@ -485,6 +485,47 @@ fn state_carries_over_between_calls() {
             assert_eq!(read(o3), r2, "{what}: outputs after a host round trip");
             assert_eq!(read(s3), s_all, "{what}: state after a host round trip");
         }
+    }
+}
+
+#[test]
+fn snapshots_are_the_states_of_the_last_tokens() {
+    // Snapshot j of a batch of T tokens is the state after its first T-j
+    // tokens: the final state of a call over that prefix, bit for bit (the
+    // kernel runs token by token either way). Snapshots past T are not
+    // written; asking for 0 or too many is an error.
+    let b = backend();
+    for (s, hk, hv, n, t, k) in [(16, 2, 4, 2, 5, 4), (32, 1, 2, 1, 3, 3), (16, 2, 2, 3, 2, 4)] {
+        let d = Dims { s, hk, hv, t, n, kda: false };
+        let x = make_data(7000 + t as u64, d, 0.5);
+        let mut root = Context::new(&b, 4096).expect("context");
+        let mut input = root.input();
+        let i = upload_all(&mut input, &x);
+        let (o, st) = root
+            .gated_delta_net(i.q, i.k, i.v, i.g, i.beta, i.state, HeadRepeat::Tiled, k as i64)
+            .expect("snapshots");
+        assert_eq!(st.ne(), [s as i64, s as i64, hv as i64, (n * k) as i64], "{d:?}: state shape");
+        let (o_one, _) = fused(&mut root, &i, HeadRepeat::Tiled);
+        root.compute(&[o, st, o_one]).expect("compute");
+        assert_eq!(read(o), read(o_one), "{d:?}: outputs with snapshots");
+        let all = read(st);
+        let per = s * s * hv * n;
+        for j in 0..k.min(t) {
+            let prefix = tokens(&x, 0, t - j);
+            let ip = upload_all(&mut input, &prefix);
+            let (_, sp) = fused(&mut root, &ip, HeadRepeat::Tiled);
+            root.compute(&[sp]).expect("compute prefix");
+            assert_eq!(&all[j * per..(j + 1) * per], &read(sp)[..], "{d:?}: snapshot {j}");
+        }
+    }
+    let d = Dims { s: 16, hk: 1, hv: 1, t: 2, n: 1, kda: false };
+    let x = make_data(7100, d, 0.5);
+    let mut root = Context::new(&b, 1024).expect("context");
+    let mut input = root.input();
+    let i = upload_all(&mut input, &x);
+    for k in [0, -1, 65] {
+        let e = root.gated_delta_net(i.q, i.k, i.v, i.g, i.beta, i.state, HeadRepeat::Tiled, k).expect_err("bad snapshots");
+        assert!(e.to_string().contains("snapshots must be 1 to 64"), "{k}: {e}");
     }
 }
 
@@ -513,7 +554,7 @@ fn non_contiguous_inputs_are_taken() {
         };
         let (q, k, v) = (view(&mut root, 0, hk), view(&mut root, hk, hk), view(&mut root, 2 * hk, hv));
         assert!(!q.is_contiguous() && !v.is_contiguous());
-        let (o, st) = root.gated_delta_net(q, k, v, inp.g, inp.beta, inp.state, heads).expect("views");
+        let (o, st) = root.gated_delta_net(q, k, v, inp.g, inp.beta, inp.state, heads, 1).expect("views");
         root.compute(&[o, st]).expect("compute");
         close(&format!("{heads:?} views: out"), &read(o), &want_o, ATOL, RTOL);
         close(&format!("{heads:?} views: state"), &read(st), &want_s, ATOL, RTOL);
@@ -624,7 +665,7 @@ fn bad_inputs_fail_with_the_op_name_and_leave_the_context_usable() {
     ];
     for (what, [q, k, v, g, beta, state], kind, msg) in cases {
         for heads in [HeadRepeat::Tiled, HeadRepeat::Interleaved] {
-            let e = root.gated_delta_net(q, k, v, g, beta, state, heads).expect_err(what);
+            let e = root.gated_delta_net(q, k, v, g, beta, state, heads, 1).expect_err(what);
             assert_eq!(e.kind, kind, "{what}: {}", e.message);
             assert!(e.message.starts_with(msg), "{what}: {:?} does not start with {msg:?}", e.message);
         }
@@ -652,6 +693,7 @@ mod capi {
             beta: *mut T,
             state: *mut T,
             interleaved: bool,
+            snapshots: i64,
             out_state: *mut *mut T,
             err: *mut Error,
         ) -> *mut T;
@@ -699,11 +741,11 @@ fn c_abi_gated_delta_net_computes_carries_state_and_reports_errors() {
         };
         let [q, k, v, g, beta, s0] = ups(&a, &mut err);
         let mut s1: *mut T = null_mut();
-        let o1 = ggml_rs_gated_delta_net(root, q, k, v, g, beta, s0, true, &mut s1, &mut err);
+        let o1 = ggml_rs_gated_delta_net(root, q, k, v, g, beta, s0, true, 1, &mut s1, &mut err);
         assert!(!o1.is_null() && !s1.is_null(), "{}", err.text());
         let [q, k, v, g, beta, _] = ups(&bb, &mut err);
         let mut s2: *mut T = null_mut();
-        let o2 = ggml_rs_gated_delta_net(root, q, k, v, g, beta, s1, true, &mut s2, &mut err);
+        let o2 = ggml_rs_gated_delta_net(root, q, k, v, g, beta, s1, true, 1, &mut s2, &mut err);
         assert!(!o2.is_null() && !s2.is_null(), "{}", err.text());
         let outs = [o1, o2, s2];
         assert_eq!(ggml_rs_ctx_compute(root, outs.as_ptr(), 3, &mut err), OK, "{}", err.text());
@@ -714,21 +756,21 @@ fn c_abi_gated_delta_net_computes_carries_state_and_reports_errors() {
 
         // Errors: NULL out_state, NULL tensor, bad shape; out_state untouched.
         let mut e = Error::new();
-        assert!(ggml_rs_gated_delta_net(root, q, k, v, g, beta, s1, false, null_mut(), &mut e).is_null());
+        assert!(ggml_rs_gated_delta_net(root, q, k, v, g, beta, s1, false, 1, null_mut(), &mut e).is_null());
         assert_eq!((e.status, e.text().as_str()), (INVALID_ARGUMENT, "gated_delta_net: out_state is NULL"));
         ggml_rs_ctx_clear_error(root);
         let mut untouched = 8usize as *mut T;
         let mut e = Error::new();
-        assert!(ggml_rs_gated_delta_net(root, q, null_mut(), v, g, beta, s1, false, &mut untouched, &mut e).is_null());
+        assert!(ggml_rs_gated_delta_net(root, q, null_mut(), v, g, beta, s1, false, 1, &mut untouched, &mut e).is_null());
         assert_eq!((e.status, e.text().as_str()), (INVALID_ARGUMENT, "gated_delta_net: k is NULL"));
         assert_eq!(untouched as usize, 8);
         let mut e = Error::new();
-        assert!(ggml_rs_gated_delta_net(root, q, k, v, g, beta, v, false, &mut untouched, &mut e).is_null());
+        assert!(ggml_rs_gated_delta_net(root, q, k, v, g, beta, v, false, 1, &mut untouched, &mut e).is_null());
         assert_eq!(e.status, SHAPE, "{}", e.text());
         assert!(e.text().starts_with("gated_delta_net: state must have shape [16,16,2]"), "{}", e.text());
         assert_eq!(untouched as usize, 8);
         // err may be NULL.
-        assert!(ggml_rs_gated_delta_net(root, q, k, v, g, beta, v, false, &mut untouched, null_mut()).is_null());
+        assert!(ggml_rs_gated_delta_net(root, q, k, v, g, beta, v, false, 1, &mut untouched, null_mut()).is_null());
         ggml_rs_ctx_clear_error(root);
         assert_eq!(ggml_rs_ctx_compute(root, outs.as_ptr(), 3, &mut err), OK, "{}", err.text());
 

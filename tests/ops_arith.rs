@@ -321,6 +321,21 @@ fn scale_matches_reference() {
 }
 
 #[test]
+fn scale_takes_a_one_token_slice() {
+    // Token 1 of [4, 2, 3, 1] (a [4, 2, 1, 1] view whose dim-3 stride is
+    // three tokens): contiguous to ggml (it skips the strides of size-1
+    // dims), not padded-1d, which ggml_scale asserts. It is copied first.
+    let be = backend();
+    let (mut root, mut input) = contexts(&be);
+    let av: Vec<f32> = (0..24).map(|i| i as f32).collect();
+    let a = upload(&mut input, F32, &[4, 2, 3, 1], &av);
+    let v = root.view(a, 8 * 4, &[4, 2, 1, 1], &[16, 32, 96]).unwrap();
+    let out = root.scale(v, 2.0).unwrap();
+    let want = av[8..16].iter().map(|x| x * 2.0).collect();
+    check_all(&mut root, vec![Want { what: "scale of a slice".into(), out, want, atol: 0.0, rtol: 0.0 }]);
+}
+
+#[test]
 fn scale_rejects_what_the_cpu_kernel_cannot_run() {
     let be = backend();
     let (mut root, mut input) = contexts(&be);

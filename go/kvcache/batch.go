@@ -16,6 +16,12 @@ type Ubatch struct {
 	Counts    []int   // tokens of each sequence (len(Seqs) entries)
 	SeqTokens int     // tokens per sequence when Equal
 	Equal     bool
+	// RowWise asks attention to see, for each token, the history a
+	// one-token batch of its sequence would have seen at its position
+	// (Cache.RowHistory, GetRow), so that its result is bit for bit that
+	// of one-token decoding (with ml.RowWise contexts; speculative
+	// decoding's verification).
+	RowWise bool
 }
 
 // Len is the number of tokens.

@@ -104,10 +104,12 @@ type Config struct {
 	Unified bool
 	// DType is the type of stored keys and values (default F16).
 	DType ml.DType
-	// Checkpoints keeps room for one saved copy of each sequence's
-	// recurrent states (Checkpoint, Restore): speculative decoding rolls a
-	// sequence back past rejected draft tokens with it.
-	Checkpoints bool
+	// Rewind is how many of a batch's last tokens Cache.Rewind can take
+	// back: recurrent layers keep that many more states per sequence (the
+	// states before each of those tokens), which the batch's graph writes.
+	// Speculative decoding rolls a sequence back past rejected draft tokens
+	// with it. At most 63.
+	Rewind int
 }
 
 // Cache is a multi-sequence cache for a decoder's layers. It is not safe
@@ -122,7 +124,6 @@ type Cache struct {
 	poolOf    []*pool // per layer (nil for recurrent / none)
 
 	lens    map[int]int // sequence -> tokens held (its next position)
-	saved   map[int]int // sequence -> its length at its checkpoint
 	slotOf  map[int]int // sequence -> its slot (KV stream, recurrent state)
 	slotSeq []int       // slot -> sequence (-1: free)
 	gen     int         // counts Resets, removals and closes (graph reuse)
@@ -131,6 +132,7 @@ type Cache struct {
 	// slots it took.
 	ub       *Ubatch
 	pos      []int32
+	seqOf    []int
 	slots    []int
 	newSlots []int
 	prepared bool
@@ -143,7 +145,7 @@ var ErrNoRoom = errors.New("kvcache: the batch does not fit the cache")
 // New allocates a cache (its tensors live in the layers' contexts, so on
 // their devices, and count as their Cache memory).
 func New(b ml.Backend, cfg Config) (*Cache, error) {
-	c := &Cache{b: b, cfg: cfg, config: ml.CacheConfig{CachePadding: 1}, lens: map[int]int{}, saved: map[int]int{}, slotOf: map[int]int{}}
+	c := &Cache{b: b, cfg: cfg, config: ml.CacheConfig{CachePadding: 1}, lens: map[int]int{}, slotOf: map[int]int{}}
 	if bc, ok := b.(ml.BackendCacheConfig); ok {
 		c.config = bc.CacheConfig()
 	}
@@ -164,6 +166,9 @@ func New(b ml.Backend, cfg Config) (*Cache, error) {
 	}
 	if c.cfg.Capacity <= 0 {
 		return nil, fmt.Errorf("kvcache: capacity %d must be positive", c.cfg.Capacity)
+	}
+	if c.cfg.Rewind < 0 || c.cfg.Rewind > 63 {
+		return nil, fmt.Errorf("kvcache: rewind %d must be 0 to 63 tokens", c.cfg.Rewind)
 	}
 	c.slotSeq = make([]int, c.cfg.Sequences)
 	for i := range c.slotSeq {
@@ -274,7 +279,6 @@ func (c *Cache) Reset() {
 		c.rec.clear()
 	}
 	clear(c.lens)
-	clear(c.saved)
 	clear(c.slotOf)
 	for i := range c.slotSeq {
 		c.slotSeq[i] = -1
@@ -296,48 +300,42 @@ func (c *Cache) Remove(seq int) {
 		delete(c.slotOf, seq)
 	}
 	delete(c.lens, seq)
-	delete(c.saved, seq)
 	c.gen++
 }
 
-// Checkpoint saves sequence seq's state (its length and, with recurrent
-// layers, their states; Config.Checkpoints must be set for those) for a
-// later Restore, replacing an earlier checkpoint.
-func (c *Cache) Checkpoint(seq int) error {
-	n, ok := c.lens[seq]
-	if !ok {
-		return fmt.Errorf("kvcache: checkpoint of sequence %d, which the cache does not hold", seq)
-	}
-	if c.rec != nil {
-		if !c.cfg.Checkpoints {
-			return errors.New("kvcache: checkpoints of recurrent states need Config.Checkpoints")
-		}
-		if err := c.rec.save(c.b, c.slotOf[seq]); err != nil {
-			return err
-		}
-	}
-	c.saved[seq] = n
-	return nil
-}
+// MaxRewind is Config.Rewind: how many of a batch's last tokens Rewind can
+// take back.
+func (c *Cache) MaxRewind() int { return c.cfg.Rewind }
 
-// Restore rolls sequence seq back to its checkpoint: the tokens after it
-// are forgotten and recurrent states are the saved ones. The checkpoint
-// stays (a sequence may be restored to it again).
-func (c *Cache) Restore(seq int) error {
-	n, ok := c.saved[seq]
-	if !ok || c.lens[seq] < n {
-		return fmt.Errorf("kvcache: sequence %d has no checkpoint to restore", seq)
+// Rewind forgets the last k tokens of sequence seq, which its last batch
+// computed: their attention cells, and for recurrent layers the states are
+// those before them, kept by that batch (Config.Rewind). It fails,
+// changing nothing, when the cache does not hold that many or has not kept
+// those states (k larger than Config.Rewind or than the batch, or a batch
+// since), or keeps a compact sliding-window pool (its cells older than the
+// window are gone).
+func (c *Cache) Rewind(seq, k int) error {
+	have, ok := c.lens[seq]
+	switch {
+	case !ok:
+		return fmt.Errorf("kvcache: rewind of sequence %d, which the cache does not hold", seq)
+	case k < 0 || k > have:
+		return fmt.Errorf("kvcache: rewind of %d token(s) of sequence %d, which holds %d", k, seq, have)
+	case k == 0:
+		return nil
+	case c.swa != nil:
+		return errors.New("kvcache: a compact sliding-window cache cannot rewind")
 	}
 	c.abandon()
 	if c.rec != nil {
-		if err := c.rec.restore(c.b, c.slotOf[seq]); err != nil {
-			return err
+		if err := c.rec.rewind(c.slotOf[seq], k); err != nil {
+			return fmt.Errorf("kvcache: sequence %d: %w", seq, err)
 		}
 	}
 	for _, p := range c.pools() {
-		p.remove(seq, n)
+		p.remove(seq, have-k)
 	}
-	c.lens[seq] = n
+	c.lens[seq] = have - k
 	c.gen++
 	return nil
 }
@@ -470,6 +468,7 @@ func (c *Cache) Prepare(u *Ubatch) error {
 		}
 	}
 	seqOf := u.SeqOf()
+	c.seqOf = seqOf
 	done := []*pool{}
 	for _, p := range c.pools() {
 		if err := p.prepare(u, c.slots, seqOf, c.pos, c.config.CachePadding); err != nil {
@@ -485,7 +484,7 @@ func (c *Cache) Prepare(u *Ubatch) error {
 		done = append(done, p)
 	}
 	if c.rec != nil {
-		c.rec.prepare(c.slots)
+		c.rec.prepare(c.slots, u.Counts[0])
 	}
 	c.ub = u
 	c.prepared = true
@@ -540,11 +539,11 @@ type Window struct {
 	seqs     []int
 	counts   []int
 	histLens [2]int
-	fresh    bool
-	recBase  int
+	rec      recLayout
 	loc      [2]ml.Tensor
 	masks    [2][]ml.Tensor
-	recIDs   ml.Tensor
+	recRead  ml.Tensor
+	recWrite ml.Tensor
 	recKeep  ml.Tensor
 }
 
@@ -560,7 +559,7 @@ func (c *Cache) Window() Window {
 		}
 	}
 	if c.rec != nil {
-		w.fresh, w.recBase, w.recIDs, w.recKeep = c.rec.anyFresh, c.rec.base, c.rec.idsT, c.rec.keepT
+		w.rec, w.recRead, w.recWrite, w.recKeep = c.rec.layout(), c.rec.readT, c.rec.writeT, c.rec.keepT
 	}
 	return w
 }
@@ -579,9 +578,9 @@ func (c *Cache) Reuse(w Window) bool {
 			return false
 		}
 	}
-	// The recurrent states: read in place at the same slots, or gathered
-	// (ids rewritten below).
-	if c.rec != nil && (c.rec.anyFresh != w.fresh || c.rec.base != w.recBase || (w.recBase < 0 && w.recIDs == nil)) {
+	// The recurrent states: read and written in place at the same rows,
+	// or through ids (rewritten below).
+	if c.rec != nil && (c.rec.layout() != w.rec || (w.rec.readBase < 0 && w.recRead == nil) || (w.rec.writeBase < 0 && w.recWrite == nil)) {
 		return false
 	}
 	for i, p := range []*pool{c.full, c.swa} {
@@ -593,12 +592,7 @@ func (c *Cache) Reuse(w Window) bool {
 		}
 	}
 	if c.rec != nil {
-		if w.recIDs != nil {
-			w.recIDs.FromInts(c.rec.ids)
-		}
-		if w.recKeep != nil {
-			w.recKeep.FromFloats(c.rec.keep)
-		}
+		c.rec.reuse(w.recRead, w.recWrite, w.recKeep)
 	}
 	return true
 }
@@ -697,6 +691,21 @@ func (c *Cache) Get(ctx ml.Context, layer, k int) (key, value, mask ml.Tensor) {
 	return p.views(ctx, layer, k, c.ub, c.config.PermutedV)
 }
 
+// RowWise reports whether the prepared batch asks for row-wise attention
+// (Ubatch.RowWise): each token attends through GetRow.
+func (c *Cache) RowWise() bool { return c.prepared && c.ub.RowWise }
+
+// GetRow is Get for token t of a RowWise batch alone: the keys and values
+// of its sequence's cells up to the history length a one-token batch
+// would have had, and its mask row [that length, 1].
+func (c *Cache) GetRow(ctx ml.Context, layer, t int) (key, value, mask ml.Tensor) {
+	p := c.attnPool(layer)
+	if !c.RowWise() || t < 0 || t >= c.ub.Len() {
+		panic(fmt.Errorf("kvcache: row %d of a batch of %d (row-wise %v)", t, c.ub.Len(), c.RowWise()))
+	}
+	return p.rowViews(ctx, layer, t, c.seqOf, c.config.PermutedV)
+}
+
 // ConvState is layer's convolution state for the batch's sequences:
 // [convWidth-1, channels, sequences] (zero for a sequence's first batch).
 func (c *Cache) ConvState(ctx ml.Context, layer int) ml.Tensor {
@@ -717,9 +726,22 @@ func (c *Cache) DeltaState(ctx ml.Context, layer int) ml.Tensor {
 }
 
 // SetDeltaState stores the batch's new delta-net states [stateSize,
-// stateSize, heads, sequences] of layer.
+// stateSize, heads, sequences] of layer, or [.., sequences·m] with the
+// states of the batch's last m = StatesKept(tokens) tokens (the sequences'
+// states after the last token first, then one token before, ...); the
+// same for SetConvState.
 func (c *Cache) SetDeltaState(ctx ml.Context, layer int, state ml.Tensor) {
 	c.recurrentOf(layer).set(ctx, layer, 1, state)
+}
+
+// StatesKept is how many states of each sequence's last tokens a
+// recurrent layer passes to SetConvState and SetDeltaState for the
+// prepared batch (1 unless Config.Rewind asks for more).
+func (c *Cache) StatesKept() int {
+	if c.rec == nil || !c.prepared {
+		return 1
+	}
+	return c.rec.m
 }
 
 func (c *Cache) recurrentOf(layer int) *recurrent {

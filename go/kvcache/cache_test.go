@@ -231,13 +231,13 @@ func TestRecurrentRule(t *testing.T) {
 		t.Fatal("new sequences must start from zero states")
 	}
 	// Slots in order are read and written in place (views); others gathered.
-	if c.rec.base != 0 {
-		t.Fatalf("slots %v in order: base %d, want 0", c.rec.ids, c.rec.base)
+	if c.rec.readBase != 0 || c.rec.writeBase != 0 {
+		t.Fatalf("slots %v in order: bases %d, %d, want 0", c.rec.readIDs, c.rec.readBase, c.rec.writeBase)
 	}
 	c.Commit()
 	prepare(t, c, []Sequence{{Seq: 1, Tokens: []int32{1}}})
-	if c.rec.anyFresh || !slices.Equal(c.rec.ids, []int32{1}) || c.rec.base != 1 {
-		t.Fatalf("sequence 1's state: ids %v fresh %v base %d", c.rec.ids, c.rec.anyFresh, c.rec.base)
+	if c.rec.anyFresh || !slices.Equal(c.rec.readIDs, []int32{1}) || c.rec.readBase != 1 || c.rec.writeBase != 1 {
+		t.Fatalf("sequence 1's state: ids %v fresh %v bases %d, %d", c.rec.readIDs, c.rec.anyFresh, c.rec.readBase, c.rec.writeBase)
 	}
 	c.Commit()
 	// Cutting back fails and changes nothing.
@@ -266,17 +266,20 @@ func TestRecurrentRule(t *testing.T) {
 	}
 	// Sequence 1 (slot 1) before a new sequence 0 (slot 0): gathered.
 	prepare(t, c, []Sequence{{Seq: 1, Tokens: []int32{2}}, {Seq: 0, Tokens: []int32{2}}})
-	if !slices.Equal(c.rec.ids, []int32{1, 0}) || c.rec.base != -1 {
-		t.Fatalf("slots out of order: ids %v base %d, want gathered (-1)", c.rec.ids, c.rec.base)
+	if !slices.Equal(c.rec.readIDs, []int32{1, 0}) || c.rec.readBase != -1 || c.rec.writeBase != -1 {
+		t.Fatalf("slots out of order: ids %v bases %d, %d, want gathered (-1)", c.rec.readIDs, c.rec.readBase, c.rec.writeBase)
 	}
 }
 
-// Checkpoint and Restore: bad calls are errors that change nothing; a
-// restore forgets the tokens after the checkpoint and brings back the
-// recurrent states' freshness as saved (their values are checked end to
-// end by model/speculate's exactness test).
-func TestCheckpointRestore(t *testing.T) {
+// Rewind: bad calls are errors that change nothing; a rewind forgets the
+// last tokens and points each recurrent state at the plane the batch kept
+// for it (the states' values are checked end to end by model/speculate's
+// exactness test and the delta-net op's snapshot test).
+func TestRewind(t *testing.T) {
 	b := newBackend(t)
+	if _, err := New(b, Config{Layers: []LayerSpec{rec}, Capacity: 16, Rewind: 64}); err == nil {
+		t.Fatal("rewind 64 accepted")
+	}
 	plainCfg := Config{Layers: []LayerSpec{rec, attn}, Capacity: 256, Sequences: 2}
 	c, err := New(b, plainCfg)
 	if err != nil {
@@ -284,41 +287,67 @@ func TestCheckpointRestore(t *testing.T) {
 	}
 	prepare(t, c, seqs(4))
 	c.Commit()
-	if err := c.Checkpoint(0); err == nil || !strings.Contains(err.Error(), "Config.Checkpoints") {
-		t.Fatalf("a recurrent cache without room for checkpoints: %v", err)
+	if err := c.Rewind(0, 1); err == nil || !strings.Contains(err.Error(), "Config.Rewind 0") || c.Len(0) != 4 {
+		t.Fatalf("a recurrent cache without planes to rewind: %v, length %d", err, c.Len(0))
 	}
 	c.Close()
 
 	cfg := plainCfg
-	cfg.Checkpoints = true
+	cfg.Rewind = 3
 	c, err = New(b, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if err := c.Checkpoint(1); err == nil {
-		t.Fatal("a checkpoint of a sequence the cache does not hold")
+	if err := c.Rewind(1, 1); err == nil {
+		t.Fatal("a rewind of a sequence the cache does not hold")
 	}
+	prepare(t, c, []Sequence{{Seq: 0, Tokens: []int32{1, 2}}, {Seq: 1, Tokens: []int32{1, 2}}})
+	if c.StatesKept() != 2 || !slices.Equal(c.rec.writeIDs, []int32{0, 1, 2, 3}) || c.rec.writeBase != 0 {
+		t.Fatalf("a batch of 2 tokens per sequence with rewind 3: keeps %d, writes rows %v", c.StatesKept(), c.rec.writeIDs)
+	}
+	c.Rollback()
 	prepare(t, c, seqs(4))
+	if c.StatesKept() != 4 || !slices.Equal(c.rec.writeIDs, []int32{0, 2, 4, 6}) || c.rec.writeBase != 0 {
+		t.Fatalf("4 tokens with rewind 3: keeps %d, writes rows %v (base %d)", c.StatesKept(), c.rec.writeIDs, c.rec.writeBase)
+	}
 	c.Commit()
-	if err := c.Restore(0); err == nil || c.Len(0) != 4 {
-		t.Fatalf("a restore without a checkpoint: %v, length %d", err, c.Len(0))
+	for _, k := range []int{-1, 5} {
+		if err := c.Rewind(0, k); err == nil || c.Len(0) != 4 {
+			t.Fatalf("rewind %d of 4 tokens: %v, length %d", k, err, c.Len(0))
+		}
 	}
-	if err := c.Checkpoint(0); err != nil {
-		t.Fatal(err)
+	if err := c.Rewind(0, 4); err == nil || c.Len(0) != 4 {
+		t.Fatalf("rewind past the kept states: %v, length %d", err, c.Len(0))
 	}
-	prepare(t, c, []Sequence{{Seq: 0, Tokens: []int32{5, 6, 7}}})
-	c.Commit()
-	if c.Len(0) != 7 || c.rec.fresh[c.slotOf[0]] {
-		t.Fatalf("after 3 more tokens: length %d", c.Len(0))
+	if err := c.Rewind(0, 1); err != nil || c.Len(0) != 3 {
+		t.Fatalf("rewind 1: %v, length %d", err, c.Len(0))
 	}
-	if err := c.Restore(0); err != nil || c.Len(0) != 4 {
-		t.Fatalf("restore: %v, length %d, want 4", err, c.Len(0))
+	if err := c.Rewind(0, 2); err != nil || c.Len(0) != 1 {
+		t.Fatalf("rewind 2 more: %v, length %d", err, c.Len(0))
 	}
-	// The restored sequence continues at position 4.
+	if err := c.Rewind(0, 1); err == nil || c.Len(0) != 1 {
+		t.Fatalf("rewind past the first kept state: %v, length %d", err, c.Len(0))
+	}
+	// The sequence continues at position 1 from plane 3 (state after its
+	// first token), writing plane 0.
 	prepare(t, c, []Sequence{{Seq: 0, Tokens: []int32{8}}})
-	if !slices.Equal(c.Positions(), []int32{4}) {
-		t.Fatalf("after a restore: positions %v, want [4]", c.Positions())
+	if !slices.Equal(c.Positions(), []int32{1}) || !slices.Equal(c.rec.readIDs, []int32{6}) || c.rec.writeBase != 0 || c.StatesKept() != 1 {
+		t.Fatalf("after rewinds: positions %v, reads %v, writes from %d, keeps %d", c.Positions(), c.rec.readIDs, c.rec.writeBase, c.StatesKept())
+	}
+	c.Commit()
+	if err := c.Rewind(0, 1); err == nil {
+		t.Fatal("rewind after a one-token batch")
+	}
+	// Another sequence's rewind point is its own.
+	prepare(t, c, []Sequence{{Seq: 1, Tokens: []int32{1, 2}}})
+	c.Commit()
+	if err := c.Rewind(1, 1); err != nil || c.Len(1) != 1 || c.rec.plane[c.slotOf[1]] != 1 {
+		t.Fatalf("sequence 1: %v", err)
+	}
+	prepare(t, c, []Sequence{{Seq: 0, Tokens: []int32{3}}, {Seq: 1, Tokens: []int32{3}}})
+	if !slices.Equal(c.rec.readIDs, []int32{0, 3}) || c.rec.readBase != -1 || c.rec.writeBase != 0 {
+		t.Fatalf("planes differ: reads %v (base %d), writes from %d", c.rec.readIDs, c.rec.readBase, c.rec.writeBase)
 	}
 	c.Commit()
 }

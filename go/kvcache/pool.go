@@ -39,6 +39,7 @@ type pool struct {
 	loc     []int32
 	strm    []int
 	histLen int
+	rowHist []int // with Ubatch.RowWise: per token, a one-token batch's history length
 	taken   []int
 	evicted []evicted
 
@@ -198,10 +199,40 @@ func (p *pool) prepare(u *Ubatch, slots []int, seqOf []int, pos []int32, pad int
 		}
 		p.histLen = max(p.histLen, min(roundUp(last+1, pad), p.streamSize))
 	}
+	p.rowHist = p.rowHist[:0]
+	if u.RowWise {
+		p.rowHistory(u, pad)
+	}
 	for _, m := range p.masks {
 		m.fill(p, u, seqOf, pos)
 	}
 	return nil
+}
+
+// rowHistory sets rowHist: for each token of the batch, the history
+// length a batch of that token alone would have had: its stream's last
+// cell in use then (before this batch, or taken by this batch's tokens of
+// its sequence up to it), padded.
+func (p *pool) rowHistory(u *Ubatch, pad int) {
+	taken := map[int]bool{}
+	for _, i := range p.taken {
+		taken[i] = true
+	}
+	t := 0
+	for k, n := range u.Counts {
+		base := p.strm[k] * p.streamSize
+		last := 0
+		for i, c := range p.cells[base : base+p.streamSize] {
+			if c.seq >= 0 && !taken[base+i] {
+				last = i
+			}
+		}
+		for j := 0; j < n; j++ {
+			last = max(last, int(p.loc[t])-base)
+			p.rowHist = append(p.rowHist, min(roundUp(last+1, pad), p.streamSize))
+			t++
+		}
+	}
 }
 
 func (m *mask) fill(p *pool, u *Ubatch, seqOf []int, pos []int32) {
@@ -265,6 +296,21 @@ func (p *pool) views(ctx ml.Context, layer, k int, u *Ubatch, permutedV bool) (k
 	}
 	first, n := firstIndex(u, k), u.Counts[k]
 	return key, value, mt.View(ctx, first*mt.Stride(1), mt.Dim(0), mt.Stride(1), n)
+}
+
+// rowViews is views for token t of a RowWise batch: the cells of its
+// sequence's stream up to its own history length, and its mask row.
+func (p *pool) rowViews(ctx ml.Context, layer, t int, seqOf []int, permutedV bool) (key, value, msk ml.Tensor) {
+	kt, vt := p.keys[layer], p.values[layer]
+	off, h := p.strm[seqOf[t]]*p.streamSize, p.rowHist[t]
+	key = kt.View(ctx, off*kt.Stride(2), kt.Dim(0), kt.Stride(1), kt.Dim(1), kt.Stride(2), h)
+	if permutedV {
+		value = vt.View(ctx, off*vt.Stride(0), h, vt.Stride(1), vt.Dim(1), vt.Stride(2), vt.Dim(2))
+	} else {
+		value = vt.View(ctx, off*vt.Stride(2), vt.Dim(0), vt.Stride(1), vt.Dim(1), vt.Stride(2), h)
+	}
+	mt := p.masks[p.maskOf[layer]].t
+	return key, value, mt.View(ctx, t*mt.Stride(1), h, mt.Stride(1), 1)
 }
 
 // catch runs f, turning a panic of the ml API into an error.

@@ -9,39 +9,53 @@ import (
 func errorf(format string, a ...any) error { return fmt.Errorf("kvcache: "+format, a...) }
 
 // recurrent holds the recurrent layers' states: per layer, the convolution
-// states [(width-1)·channels, slots] and the delta-net states
-// [size·size·heads, slots] (F32), one row per sequence slot (the cache
-// assigns slots).
+// states [(width-1)·channels, rows] and the delta-net states
+// [size·size·heads, rows] (F32). With n sequence slots and P planes
+// (1 + Config.Rewind), row j·n+s of a state tensor is slot s's state j
+// tokens before the end of its last batch (plane 0: after it); a
+// sequence's current state is in plane[s] (0 unless it was rewound).
 type recurrent struct {
-	fresh []bool // the slot's state is stale: read as zeros at its next use
-	// With checkpoints, slot s's saved states are row n+s of each state
-	// tensor (n slots), and savedFresh[s] its fresh flag when saved.
-	checkpoints bool
-	savedFresh  []bool
-	ctxs        []ml.Context
-	states      [2][]ml.Tensor // [0] conv, [1] delta-net; per layer of the model
-	shapes      [2][][]int     // per layer: the per-sequence shape of each state
+	n, planes int
+	fresh     []bool // the slot's state is stale: read as zeros at its next use
+	plane     []int  // the plane holding the slot's current state
+	written   []int  // planes the slot's last batch wrote (what Rewind may use)
+	ctxs      []ml.Context
+	states    [2][]ml.Tensor // [0] conv, [1] delta-net; per layer of the model
+	shapes    [2][][]int     // per layer: the per-sequence shape of each state
 
-	// The prepared batch: its sequences' slots, which of them start from
-	// zero; and the input tensors of its graph.
-	ids      []int32
+	// The prepared batch: its slots, which of them start from zero, the
+	// planes it writes (m: min(tokens per sequence, planes)), the rows it
+	// reads and writes; and the input tensors of its graph.
+	slots    []int
 	keep     []float32
 	anyFresh bool
-	// base is the first slot when the batch's slots are consecutive (one
-	// sequence, or sequences in slot order): the graph then reads and
-	// writes the states in place, through views, with no gather; else -1.
-	base int
+	m        int
+	readIDs  []int32 // per sequence: plane·n + slot
+	writeIDs []int32 // per plane j < m and sequence: j·n + slot
+	// readBase and writeBase are the first rows read and written when the
+	// batch's rows are consecutive (one sequence, or sequences in slot
+	// order, all at the same plane): the graph then reads and writes the
+	// states in place, through views, with no gather; else -1.
+	readBase, writeBase int
 
-	idsT, keepT ml.Tensor
+	readT, writeT, keepT ml.Tensor
+}
+
+// layout is what a graph built for a batch depends on of the recurrent
+// states (Cache.Reuse compares it).
+type recLayout struct {
+	anyFresh            bool
+	m                   int
+	readBase, writeBase int
+}
+
+func (r *recurrent) layout() recLayout {
+	return recLayout{r.anyFresh, r.m, r.readBase, r.writeBase}
 }
 
 func (c *Cache) newRecurrent(layers []int) (*recurrent, error) {
 	n := c.cfg.Sequences
-	r := &recurrent{fresh: make([]bool, n), checkpoints: c.cfg.Checkpoints, savedFresh: make([]bool, n)}
-	rows := n
-	if r.checkpoints {
-		rows = 2 * n
-	}
+	r := &recurrent{n: n, planes: 1 + c.cfg.Rewind, fresh: make([]bool, n), plane: make([]int, n), written: make([]int, n)}
 	for i := range r.states {
 		r.states[i] = make([]ml.Tensor, len(c.cfg.Layers))
 		r.shapes[i] = make([][]int, len(c.cfg.Layers))
@@ -55,7 +69,7 @@ func (c *Cache) newRecurrent(layers []int) (*recurrent, error) {
 		r.ctxs = append(r.ctxs, ctx)
 		if err := catch(func() {
 			for i := range r.states {
-				r.states[i][l] = ctx.Zeros(ml.DTypeF32, product(r.shapes[i][l]), rows)
+				r.states[i][l] = ctx.Zeros(ml.DTypeF32, product(r.shapes[i][l]), n*r.planes)
 			}
 		}); err != nil {
 			r.close()
@@ -81,50 +95,92 @@ func (r *recurrent) close() {
 	for i := range r.states {
 		clear(r.states[i])
 	}
-	r.idsT, r.keepT = nil, nil
+	r.readT, r.writeT, r.keepT = nil, nil, nil
 }
 
 func (r *recurrent) clear() {
-	for i := range r.fresh {
-		r.fresh[i] = true
+	for s := range r.fresh {
+		r.release(s)
 	}
 }
 
 // release marks slot s's states stale (its sequence is gone).
-func (r *recurrent) release(s int) { r.fresh[s] = true }
+func (r *recurrent) release(s int) { r.fresh[s], r.plane[s], r.written[s] = true, 0, 0 }
 
-// prepare records the slots of the batch's sequences.
-func (r *recurrent) prepare(slots []int) {
-	r.ids, r.keep, r.anyFresh, r.base = r.ids[:0], r.keep[:0], false, -1
-	if len(slots) > 0 {
-		r.base = slots[0]
+// rewind makes slot s's state the one k tokens further back, if kept.
+func (r *recurrent) rewind(s, k int) error {
+	if r.plane[s]+k >= r.written[s] {
+		return errorf("cannot rewind %d more token(s): the states of %d token(s) of the last batch are kept (Config.Rewind %d)",
+			k, r.written[s]-r.plane[s]-1, r.planes-1)
 	}
-	for i, s := range slots {
-		if s != r.base+i {
-			r.base = -1
-		}
-		r.ids = append(r.ids, int32(s))
+	r.plane[s] += k
+	return nil
+}
+
+// prepare records the rows of the batch's sequences (each of tokens
+// tokens).
+func (r *recurrent) prepare(slots []int, tokens int) {
+	n := len(slots)
+	r.slots = append(r.slots[:0], slots...)
+	r.keep, r.anyFresh = r.keep[:0], false
+	r.m = min(tokens, r.planes)
+	r.readIDs, r.writeIDs = r.readIDs[:0], r.writeIDs[:0]
+	for _, s := range slots {
+		r.readIDs = append(r.readIDs, int32(r.plane[s]*r.n+s))
 		k := float32(1)
 		if r.fresh[s] {
 			k, r.anyFresh = 0, true
 		}
 		r.keep = append(r.keep, k)
 	}
+	for j := 0; j < r.m; j++ {
+		for _, s := range slots {
+			r.writeIDs = append(r.writeIDs, int32(j*r.n+s))
+		}
+	}
+	r.readBase, r.writeBase = consecutive(r.readIDs), consecutive(r.writeIDs[:n])
+}
+
+// consecutive is ids[0] when ids count up by one from it, else -1.
+func consecutive(ids []int32) int {
+	for i, id := range ids {
+		if id != ids[0]+int32(i) {
+			return -1
+		}
+	}
+	return int(ids[0])
 }
 
 func (r *recurrent) inputs(in ml.Context) {
-	r.idsT, r.keepT = nil, nil
-	if r.base < 0 {
-		r.idsT = in.FromInts(r.ids, len(r.ids))
+	r.readT, r.writeT, r.keepT = nil, nil, nil
+	if r.readBase < 0 {
+		r.readT = in.FromInts(r.readIDs, len(r.readIDs))
+	}
+	if r.writeBase < 0 {
+		r.writeT = in.FromInts(r.writeIDs, len(r.writeIDs))
 	}
 	if r.anyFresh {
 		r.keepT = in.FromFloats(r.keep, 1, len(r.keep))
 	}
 }
 
+// reuse writes the prepared batch's ids into the input tensors of an
+// earlier graph of the same layout.
+func (r *recurrent) reuse(readT, writeT, keepT ml.Tensor) {
+	if readT != nil {
+		readT.FromInts(r.readIDs)
+	}
+	if writeT != nil {
+		writeT.FromInts(r.writeIDs)
+	}
+	if keepT != nil {
+		keepT.FromFloats(r.keep)
+	}
+}
+
 func (r *recurrent) commit() {
-	for _, s := range r.ids {
-		r.fresh[s] = false
+	for _, s := range r.slots {
+		r.fresh[s], r.plane[s], r.written[s] = false, 0, r.m
 	}
 }
 
@@ -136,12 +192,12 @@ func (r *recurrent) rollback() {}
 // those that start fresh: [shape..., sequences].
 func (r *recurrent) get(ctx ml.Context, layer, which int) ml.Tensor {
 	all := r.states[which][layer]
-	n := len(r.ids)
+	n := len(r.slots)
 	var g ml.Tensor
-	if r.base >= 0 {
-		g = r.rows(ctx, all, n)
+	if r.readBase >= 0 {
+		g = rows(ctx, all, r.readBase, n)
 	} else {
-		g = all.Rows(ctx, r.idsT)
+		g = all.Rows(ctx, r.readT)
 	}
 	if r.keepT != nil {
 		g = g.Mul(ctx, r.keepT)
@@ -150,62 +206,37 @@ func (r *recurrent) get(ctx ml.Context, layer, which int) ml.Tensor {
 	return g.Reshape(ctx, shape...)
 }
 
-// set stores the batch's new states of layer ([shape..., sequences]).
+// set stores the batch's new states of layer: [shape..., sequences], or
+// [shape..., sequences·m] with the states of the last m tokens (see
+// nn.RecurrentCache.StatesKept).
 func (r *recurrent) set(ctx ml.Context, layer, which int, st ml.Tensor) {
 	all := r.states[which][layer]
-	n := len(r.ids)
-	rows := st.Reshape(ctx, product(r.shapes[which][layer]), n)
-	if r.base >= 0 {
+	n := len(r.slots)
+	size := product(r.shapes[which][layer])
+	m := st.Dim(len(r.shapes[which][layer]))
+	if m%n != 0 || (m/n != 1 && m/n != r.m) {
+		panic(errorf("layer %d: %d states for %d sequences: want one or %d per sequence", layer, m, n, r.m))
+	}
+	m /= n
+	if r.writeBase >= 0 {
 		// In place: the copy runs after everything that reads the old
 		// state (it needs the new one), and ggml splits it over threads
-		// (SetRows of one sequence's row runs on one).
-		ctx.Forward(rows.Copy(ctx, r.rows(ctx, all, n)))
+		// (SetRows of one sequence's row runs on one). Plane j's rows
+		// start j·n rows (n slots) after plane 0's.
+		stride := all.Stride(1)
+		dst := all.View(ctx, r.writeBase*stride, all.Dim(0), stride, n, r.n*stride, m)
+		ctx.Forward(st.Reshape(ctx, size, n, m).Copy(ctx, dst))
 		return
 	}
-	ctx.Forward(all.SetRows(ctx, rows, r.idsT))
-}
-
-// save copies slot s's states of every layer to its checkpoint row.
-func (r *recurrent) save(b ml.Backend, s int) error {
-	if err := r.copyRows(b, s, len(r.fresh)+s); err != nil {
-		return err
+	ids := r.writeT
+	if m < r.m {
+		ids = ids.View(ctx, 0, n)
 	}
-	r.savedFresh[s] = r.fresh[s]
-	return nil
+	ctx.Forward(all.SetRows(ctx, st.Reshape(ctx, size, n*m), ids))
 }
 
-// restore copies slot s's checkpoint row back.
-func (r *recurrent) restore(b ml.Backend, s int) error {
-	if err := r.copyRows(b, len(r.fresh)+s, s); err != nil {
-		return err
-	}
-	r.fresh[s] = r.savedFresh[s]
-	return nil
-}
-
-// copyRows copies row from to row to of every state tensor, in one graph.
-func (r *recurrent) copyRows(b ml.Backend, from, to int) error {
-	return catch(func() {
-		ctx := b.NewContext()
-		defer ctx.Close()
-		var outs []ml.Tensor
-		for i := range r.states {
-			for _, all := range r.states[i] {
-				if all == nil {
-					continue
-				}
-				st := all.Stride(1)
-				src := all.View(ctx, from*st, all.Dim(0))
-				dst := all.View(ctx, to*st, all.Dim(0))
-				outs = append(outs, src.Copy(ctx, dst))
-			}
-		}
-		ctx.Forward(outs...).Compute(outs...)
-	})
-}
-
-// rows is the view of the n consecutive slots from r.base of all.
-func (r *recurrent) rows(ctx ml.Context, all ml.Tensor, n int) ml.Tensor {
+// rows is the view of the n consecutive rows from row `from` of all.
+func rows(ctx ml.Context, all ml.Tensor, from, n int) ml.Tensor {
 	stride := all.Stride(1)
-	return all.View(ctx, r.base*stride, all.Dim(0), stride, n)
+	return all.View(ctx, from*stride, all.Dim(0), stride, n)
 }

@@ -430,3 +430,14 @@ const (
 	SamplingModeNearest SamplingMode = iota
 	SamplingModeBilinear
 )
+
+// RowWise is a context (with its siblings) whose graphs can compute each
+// row of a batch as a one-row batch would, bit for bit: matrix products
+// of several rows are built as one-row products (on the CPU, llamafile's
+// tiled kernels sum in another order than the per-row dot products).
+// Speculative decoding verifies drafts in this mode so that its output is
+// plain decoding's token for token; attention does its part through the
+// cache (kvcache.Ubatch.RowWise).
+type RowWise interface {
+	SetRowWise(on bool)
+}

@@ -59,6 +59,15 @@ type GatedDeltaNet interface {
 	GatedDeltaNet(ctx Context, k, v, gate, beta, state Tensor, heads HeadLayout) (out, newState Tensor)
 }
 
+// GatedDeltaNetSnapshots is GatedDeltaNet keeping the states of the batch's
+// last n tokens (1 ≤ n ≤ 64), to roll a sequence back after speculative
+// decoding rejects some of them: states is [S, S, H_v, nSeqs·n], its
+// sequences j·nSeqs to (j+1)·nSeqs−1 the states j tokens before the last
+// (j = 0: after the last token); those of j ≥ T are not written.
+type GatedDeltaNetSnapshots interface {
+	GatedDeltaNetSnapshots(ctx Context, k, v, gate, beta, state Tensor, heads HeadLayout, n int) (out, states Tensor)
+}
+
 // CausalConv is the short causal convolution of the hybrid models over a
 // conv state, with the state update, fused. The receiver is the new inputs.
 //

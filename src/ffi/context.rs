@@ -87,6 +87,18 @@ pub extern "C" fn ggml_rs_ctx_set_batch_size(c: *mut ggml_rs_context, n: i32) {
     }
 }
 
+/// Row-wise mode for the handle's whole family (its root and siblings):
+/// `mul_mat` of a 2-D `b` of several rows is built so that each row's
+/// product is computed as a one-row product would be (bit-identical
+/// logits for a batch and for one-token batches, on the CPU). Off by
+/// default.
+#[no_mangle]
+pub extern "C" fn ggml_rs_ctx_set_row_wise(c: *mut ggml_rs_context, on: bool) {
+    if let Some(h) = unsafe { c.as_ref() } {
+        h.ctx.set_row_wise(on);
+    }
+}
+
 /// Copies the first op error recorded on this handle (an op that failed
 /// since the last compute or clear) into `err` and returns its status, or
 /// GGML_RS_OK if there is none. The error stays recorded.

@@ -142,9 +142,12 @@ pub extern "C" fn ggml_rs_causal_conv(
 /// g is the log of the decay (<= 0 for a decay); beta is used as given
 /// (apply the sigmoid first). Note the state layout: the transpose of the one
 /// Ollama's primitive qwen3next keeps (its dim 0 is the value dimension).
+/// `snapshots` (1 to 64): how many states to keep of the last tokens.
 /// Result: f32 `[S, H_v, T, n_seqs]` (o); `*out_state` = f32 `[S, S, H_v,
-/// n_seqs]`, the state after the last token in the same layout. Both are
-/// contiguous views of one node. `out_state` must not be NULL; it is written
+/// n_seqs·snapshots]`: its sequences j·n_seqs to (j+1)·n_seqs − 1 are the
+/// states j tokens before the last (j = 0: after the last token), in the
+/// same layout; those of j ≥ T are not written. Both are contiguous views
+/// of one node. `out_state` must not be NULL; it is written
 /// only on success. Returns a new tensor (and `*out_state`) owned by ctx's
 /// family, or NULL with err set.
 #[no_mangle]
@@ -157,6 +160,7 @@ pub extern "C" fn ggml_rs_gated_delta_net(
     beta: *mut ggml_rs_tensor,
     state: *mut ggml_rs_tensor,
     interleaved: bool,
+    snapshots: i64,
     out_state: *mut *mut ggml_rs_tensor,
     err: *mut ggml_rs_error,
 ) -> *mut ggml_rs_tensor {
@@ -171,6 +175,7 @@ pub extern "C" fn ggml_rs_gated_delta_net(
             tensor_arg(OP, "beta", beta)?,
             tensor_arg(OP, "state", state)?,
             heads,
+            snapshots,
         )
     })
 }

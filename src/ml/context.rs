@@ -65,6 +65,9 @@ pub(crate) struct Shared {
     mem_size: usize,
     overhead: usize,
     buffers: Mutex<Vec<sys::ggml_backend_buffer_t>>,
+    /// Matrix products of several rows are built as one-row products
+    /// (see `Context::set_row_wise`).
+    pub row_wise: std::sync::atomic::AtomicBool,
 }
 
 unsafe impl Send for Shared {}
@@ -157,7 +160,8 @@ impl Context {
                 max_nodes,
                 mem_size: unsafe { sys::ggml_get_mem_size(ctx) },
                 overhead: unsafe { sys::ggml_tensor_overhead() },
-                buffers: Mutex::new(Vec::new()) }),
+                buffers: Mutex::new(Vec::new()),
+                row_wise: std::sync::atomic::AtomicBool::new(false) }),
             placement: Placement::None,
             graph: None,
             batch_size: -1,
@@ -208,6 +212,19 @@ impl Context {
     }
     pub fn batch_size(&self) -> i32 {
         self.batch_size
+    }
+    /// Row-wise mode, for the whole family: `mul_mat` of a 2-D `b` with
+    /// several rows is then built with the rows as a batch dimension, so
+    /// that each row's product is computed as a one-row product would be
+    /// (on the CPU: the per-row dot products rather than llamafile's tiled
+    /// kernels, which sum in another order). Speculative decoding verifies
+    /// drafts with it so that each position's logits are bit for bit those
+    /// of one-token decoding.
+    pub fn set_row_wise(&self, on: bool) {
+        self.shared.row_wise.store(on, Ordering::Relaxed);
+    }
+    pub fn row_wise(&self) -> bool {
+        self.shared.row_wise.load(Ordering::Relaxed)
     }
 
     // ---- errors ---------------------------------------------------------

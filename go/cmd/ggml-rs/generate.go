@@ -138,7 +138,11 @@ func runGenerate(args []string) error {
 	if len(ids) == 0 {
 		return usagef("the prompt is empty (and the model adds no BOS token)")
 	}
-	cache, err := m.NewCache(decoder.CacheOptions{Capacity: *df.ctx, MaxBatch: *df.batch, Checkpoints: drafter != nil})
+	rewind := 0
+	if drafter != nil {
+		rewind = *draftMax
+	}
+	cache, err := m.NewCache(decoder.CacheOptions{Capacity: *df.ctx, MaxBatch: *df.batch, Rewind: rewind})
 	if err != nil {
 		return err
 	}

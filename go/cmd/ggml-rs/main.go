@@ -47,6 +47,7 @@ func init() {
 		{"inspect", "[flags] MODEL", "a model's architecture, key/values, tensors with their placement, and memory per device (allocates nothing)", runInspect},
 		{"generate", "[flags] MODEL -p PROMPT", "text generation with a decoder model (llama, qwen3, qwen3moe, gpt-oss, qwen3next, qwen35, qwen35moe), streamed, with prefill and decode speed", runGenerate},
 		{"bench", "[flags] MODEL", "prompt processing and generation speed, as llama-bench's table", runBench},
+		{"bench-spec", "[flags] MODEL", "speculative decoding (oracle drafts at chosen rates, the MTP head) against plain decoding", runBenchSpec},
 		{"logits", "[flags] MODEL TOKEN...", "the logits of token ids (last position, or every one with -all) as JSON", runLogits},
 		{"mtp", "[flags] MODEL TOKEN...", "the logits of a Qwen3.5 model's MTP head at every position, and its greedy draft (-draft N), as JSON", runMTP},
 		{"tokenize", "[flags] MODEL [TEXT]", "the token ids of TEXT (or of each string of a JSON file) with the model's tokenizer", runTokenize},

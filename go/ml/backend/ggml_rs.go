@@ -598,6 +598,12 @@ func (c *Context) SetBatchSize(n int) {
 	C.ggml_rs_ctx_set_batch_size(c.c, C.int32_t(n))
 }
 
+// SetRowWise implements ml.RowWise.
+func (c *Context) SetRowWise(on bool) {
+	use(c, "SetRowWise")
+	C.ggml_rs_ctx_set_row_wise(c.c, C.bool(on))
+}
+
 // tensorArray converts ts to C handles (checking they are open).
 func tensorArray(op string, ts []ml.Tensor) []*C.ggml_rs_tensor {
 	ptrs := make([]*C.ggml_rs_tensor, len(ts))

@@ -47,7 +47,15 @@ func (t *Tensor) SSMScan(ctx ml.Context, x, dt, a, b, cm, ids ml.Tensor) ml.Tens
 
 // GatedDeltaNet implements ml.GatedDeltaNet (t is the queries).
 func (t *Tensor) GatedDeltaNet(ctx ml.Context, k, v, gate, beta, state ml.Tensor, heads ml.HeadLayout) (ml.Tensor, ml.Tensor) {
-	const op = "GatedDeltaNet"
+	return t.gatedDeltaNet("GatedDeltaNet", ctx, k, v, gate, beta, state, heads, 1)
+}
+
+// GatedDeltaNetSnapshots implements ml.GatedDeltaNetSnapshots.
+func (t *Tensor) GatedDeltaNetSnapshots(ctx ml.Context, k, v, gate, beta, state ml.Tensor, heads ml.HeadLayout, n int) (ml.Tensor, ml.Tensor) {
+	return t.gatedDeltaNet("GatedDeltaNetSnapshots", ctx, k, v, gate, beta, state, heads, n)
+}
+
+func (t *Tensor) gatedDeltaNet(op string, ctx ml.Context, k, v, gate, beta, state ml.Tensor, heads ml.HeadLayout, n int) (ml.Tensor, ml.Tensor) {
 	c := use(ctx, op)
 	var interleaved bool
 	switch heads {
@@ -55,11 +63,11 @@ func (t *Tensor) GatedDeltaNet(ctx ml.Context, k, v, gate, beta, state ml.Tensor
 	case ml.HeadsInterleaved:
 		interleaved = true
 	default:
-		panic(fmt.Sprintf("GatedDeltaNet: invalid head layout %d", heads))
+		panic(fmt.Sprintf("%s: invalid head layout %d", op, heads))
 	}
 	var st *C.ggml_rs_tensor
 	out := c.result(C.ggml_rs_gated_delta_net(c.c, t.ptr(op), handle(k, op), handle(v, op), handle(gate, op),
-		handle(beta, op), handle(state, op), C.bool(interleaved), &st, &c.f.s.err))
+		handle(beta, op), handle(state, op), C.bool(interleaved), C.int64_t(n), &st, &c.f.s.err))
 	return out, &Tensor{c: st, f: c.f}
 }
 

@@ -92,7 +92,19 @@ func (a *Attention) Forward(ctx ml.Context, x ml.Tensor, b *Batch, layer int) ml
 		return sdpa.ScaledDotProductAttention(ctx, kc, vc, mask, a.Sinks, nil, scale, true)
 	}
 	var out ml.Tensor
-	if b.Seqs <= 1 {
+	if rw, ok := b.Cache.(RowWiseKV); ok && rw.RowWise() {
+		// Token by token, each with the history of a one-token batch.
+		for t := range n {
+			kc, vc, mask := rw.GetRow(ctx, layer, t)
+			qt := q.View(ctx, t*q.Stride(2), hd, q.Stride(1), a.Heads, q.Stride(2), 1)
+			o := qt.(ml.ScaledDotProductAttention).ScaledDotProductAttention(ctx, kc, vc, mask, a.Sinks, nil, scale, true)
+			if out == nil {
+				out = o
+			} else {
+				out = out.Concat(ctx, o, 2)
+			}
+		}
+	} else if b.Seqs <= 1 {
 		out = attend(q, 0)
 	} else {
 		// Several sequences: each one's queries attend to its own cells,

@@ -23,6 +23,14 @@ type KVCache interface {
 	Get(ctx ml.Context, layer, seq int) (key, value, mask ml.Tensor)
 }
 
+// RowWiseKV is a KVCache that can give each token of a batch the history
+// a one-token batch would have seen (kvcache.Ubatch.RowWise): attention
+// then runs token by token, bit for bit as one-token decoding does.
+type RowWiseKV interface {
+	RowWise() bool
+	GetRow(ctx ml.Context, layer, t int) (key, value, mask ml.Tensor)
+}
+
 // RecurrentCache is what a delta-net layer needs of a cache. The Set
 // methods may write the new state over the old one in place (the graph
 // runs in the order it was built): a layer calls them after every node
@@ -34,6 +42,11 @@ type RecurrentCache interface {
 	// DeltaState is [stateSize, stateSize, heads, sequences].
 	DeltaState(ctx ml.Context, layer int) ml.Tensor
 	SetDeltaState(ctx ml.Context, layer int, state ml.Tensor)
+	// StatesKept is m, how many states per sequence the Set methods take:
+	// those after each of the batch's last m tokens, the last first
+	// ([.., sequences·m], sequence-minor), so that the cache can rewind
+	// past some of them; 1 (only the final state) unless asked.
+	StatesKept() int
 }
 
 // Cache is a cache for both kinds of layers.

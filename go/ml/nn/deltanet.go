@@ -75,14 +75,26 @@ func (l *DeltaNet) Forward(ctx ml.Context, x ml.Tensor, b *Batch, layer int) ml.
 	gate := alpha.Add(ctx, l.DtBias).Softplus(ctx).Mul(ctx, l.A).Reshape(ctx, 1, vH, T, nS)
 
 	// The causal convolution over the carried state.
+	// With m > 1 the cache keeps the states after each of the last m
+	// tokens (to rewind past rejected draft tokens).
+	m := b.Cache.StatesKept()
 	conv := b.Cache.ConvState(ctx, layer)
 	var convOut, convNext ml.Tensor
-	if cc, ok := qkv.(ml.CausalConv); ok {
+	if cc, ok := qkv.(ml.CausalConv); ok && m == 1 {
 		convOut, convNext = cc.CausalConv(ctx, conv, l.Conv)
 	} else {
+		// The window [width-1+T, ch, nS]; the state after token t is its
+		// width-1 columns from t.
 		w := conv.Concat(ctx, qkv.Permute(ctx, 1, 0, 2, 3), 0)
 		convOut = w.SSMConv(ctx, l.Conv)
-		convNext = w.Slice(ctx, 0, T, T+l.Conv.Dim(0)-1, 1).Contiguous(ctx)
+		for j := range m {
+			st := w.Slice(ctx, 0, T-j, T-j+l.Conv.Dim(0)-1, 1).Contiguous(ctx)
+			if j == 0 {
+				convNext = st
+			} else {
+				convNext = convNext.Concat(ctx, st, 2)
+			}
+		}
 	}
 	mix := convOut.SILU(ctx) // [ch, T, nS]
 
@@ -95,17 +107,18 @@ func (l *DeltaNet) Forward(ctx ml.Context, x ml.Tensor, b *Batch, layer int) ml.
 
 	state := b.Cache.DeltaState(ctx, layer) // [dv, dv, vH, nS]
 	var o, next ml.Tensor
-	if gdn, ok := q.(ml.GatedDeltaNet); ok && !l.Primitive {
+	gdn, fused := q.(ml.GatedDeltaNet)
+	gdnKeep, fusedKeep := q.(ml.GatedDeltaNetSnapshots)
+	switch {
+	case fused && m == 1 && !l.Primitive:
 		o, next = gdn.GatedDeltaNet(ctx, k, v, gate, beta, state, l.Heads)
-	} else {
+	case fusedKeep && !l.Primitive:
+		o, next = gdnKeep.GatedDeltaNetSnapshots(ctx, k, v, gate, beta, state, l.Heads, m)
+	default:
 		if kH != vH {
 			q, k = repeatHeads(ctx, q, vH, l.Heads), repeatHeads(ctx, k, vH, l.Heads)
 		}
-		if T == 1 {
-			o, next = deltaRuleToken(ctx, q, k, v, gate, beta, state)
-		} else {
-			o, next = deltaRuleChunked(ctx, q, k, v, gate, beta, state)
-		}
+		o, next = deltaRuleKeeping(ctx, q, k, v, gate, beta, state, m)
 	}
 
 	// The gated RMS norm: rmsnorm(o)·Norm ⊙ silu(z), per value head.
@@ -119,6 +132,39 @@ func (l *DeltaNet) Forward(ctx ml.Context, x ml.Tensor, b *Batch, layer int) ml.
 	b.Cache.SetConvState(ctx, layer, convNext)
 	b.Cache.SetDeltaState(ctx, layer, next)
 	return out
+}
+
+// deltaRuleKeeping is the primitive delta rule over T tokens (chunked, or
+// token-wise for one) returning the states after each of the last m
+// tokens, the last first ([S, S, H, nS·m]): the first T-m+1 tokens in one
+// go, then the others one by one.
+func deltaRuleKeeping(ctx ml.Context, q, k, v, g, beta, s ml.Tensor, m int) (ml.Tensor, ml.Tensor) {
+	T := v.Dim(2)
+	rule := func(a, b int, s ml.Tensor) (ml.Tensor, ml.Tensor) {
+		part := func(t ml.Tensor) ml.Tensor {
+			if a == 0 && b == T {
+				return t
+			}
+			return t.Slice(ctx, 2, a, b, 1).Contiguous(ctx)
+		}
+		if b-a == 1 {
+			return deltaRuleToken(ctx, part(q), part(k), part(v), part(g), part(beta), s)
+		}
+		return deltaRuleChunked(ctx, part(q), part(k), part(v), part(g), part(beta), s)
+	}
+	o, s := rule(0, T-m+1, s)
+	states := []ml.Tensor{s}
+	for t := T - m + 1; t < T; t++ {
+		var ot ml.Tensor
+		ot, s = rule(t, t+1, s)
+		o = o.Concat(ctx, ot, 2)
+		states = append(states, s)
+	}
+	next := states[len(states)-1]
+	for j := len(states) - 2; j >= 0; j-- {
+		next = next.Concat(ctx, states[j], 3)
+	}
+	return o, next
 }
 
 // project returns qkv [ch, T, nS] and z [vdim, T·nS].

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand"
+	"slices"
 	"testing"
 
 	"ggmlrs/ml"
@@ -186,6 +187,57 @@ func TestDeltaRulePrimitivesMatchFusedAndNaive(t *testing.T) {
 				check("out", out.Floats(), wantOut)
 				check("state", next.Floats(), wantState)
 				ctx.Close()
+			}
+		})
+	}
+}
+
+// The primitive rule keeping the states of the last m tokens against the
+// fused kernel's snapshots (the same states, the last first), and its
+// outputs against the fused kernel's.
+func TestDeltaRuleKeepingMatchesFusedSnapshots(t *testing.T) {
+	b, err := ml.NewBackend("", ml.BackendParams{AllocMemory: true, NumThreads: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	for _, c := range []struct {
+		drCase
+		m int
+	}{
+		{drCase{16, 2, 4, 4, 1, ml.HeadsTiled, -0.5}, 4},
+		{drCase{16, 2, 2, 5, 2, ml.HeadsTiled, -3}, 3},
+		{drCase{32, 1, 2, 2, 1, ml.HeadsTiled, -0.5}, 2},
+		{drCase{16, 2, 4, 70, 1, ml.HeadsTiled, -0.5}, 4},
+	} {
+		t.Run(fmt.Sprintf("T%d_m%d_n%d", c.tokens, c.m, c.seqs), func(t *testing.T) {
+			d := c.inputs(rand.New(rand.NewSource(int64(c.tokens*7 + c.m))))
+			ctx := b.NewContext()
+			defer ctx.Close()
+			in := ctx.Input()
+			q := in.FromFloats(f32s(d.q), c.s, c.hk, c.tokens, c.seqs)
+			k := in.FromFloats(f32s(d.k), c.s, c.hk, c.tokens, c.seqs)
+			v := in.FromFloats(f32s(d.v), c.s, c.hv, c.tokens, c.seqs)
+			g := in.FromFloats(f32s(d.g), 1, c.hv, c.tokens, c.seqs)
+			beta := in.FromFloats(f32s(d.beta), 1, c.hv, c.tokens, c.seqs)
+			st := in.FromFloats(f32s(d.state), c.s, c.s, c.hv, c.seqs)
+			fo, fs := q.(ml.GatedDeltaNetSnapshots).GatedDeltaNetSnapshots(ctx, k, v, g, beta, st, c.heads, c.m)
+			qr, kr := repeatHeads(ctx, q, c.hv, c.heads), repeatHeads(ctx, k, c.hv, c.heads)
+			po, ps := deltaRuleKeeping(ctx, qr, kr, v, g, beta, st, c.m)
+			fo, fs, po, ps = fo.Contiguous(ctx), fs.Contiguous(ctx), po.Contiguous(ctx), ps.Contiguous(ctx)
+			ctx.Forward(fo, fs, po, ps).Compute(fo, fs, po, ps)
+			if !slices.Equal(ps.Shape(), fs.Shape()) {
+				t.Fatalf("states %v, fused %v", ps.Shape(), fs.Shape())
+			}
+			for _, p := range [][2]ml.Tensor{{po, fo}, {ps, fs}} {
+				got, want := p[0].Floats(), p[1].Floats()
+				var worst float64
+				for i := range want {
+					worst = math.Max(worst, math.Abs(float64(got[i]-want[i]))/(1+math.Abs(float64(want[i]))))
+				}
+				if worst > 2e-5 {
+					t.Errorf("%v: worst difference %.3g from the fused kernel", p[0].Shape(), worst)
+				}
 			}
 		})
 	}

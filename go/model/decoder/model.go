@@ -102,9 +102,9 @@ type CacheOptions struct {
 	Capacity  int // tokens of all sequences together (attention layers)
 	Sequences int // sequences held at once (default 1)
 	MaxBatch  int // the largest ubatch that will be computed (default 512)
-	// Checkpoints keeps room to save and restore each sequence's recurrent
-	// states (kvcache.Config.Checkpoints), for speculative decoding.
-	Checkpoints bool
+	// Rewind is how many of a batch's last tokens Cache.Rewind can take
+	// back (kvcache.Config.Rewind), for speculative decoding.
+	Rewind int
 }
 
 // NewCache makes a cache for the model.
@@ -114,7 +114,7 @@ func (m *Model) NewCache(o CacheOptions) (*kvcache.Cache, error) {
 		specs[i] = bl.Cache
 	}
 	return kvcache.New(m.b, kvcache.Config{Layers: specs, Capacity: o.Capacity, Sequences: o.Sequences,
-		Window: m.Window, MaxBatch: o.MaxBatch, Checkpoints: o.Checkpoints})
+		Window: m.Window, MaxBatch: o.MaxBatch, Rewind: o.Rewind})
 }
 
 // stepGraph is a computed decode-step graph kept for the next step.
@@ -194,6 +194,12 @@ type RunOptions struct {
 	All      bool // logits of every token, not only each sequence's last
 	Hidden   bool // the hidden state of every token too
 	MaxBatch int  // the largest ubatch (default 512)
+	// RowWise computes every row bit for bit as a batch of that token
+	// alone would (one-row matrix products, each token's attention over
+	// the history one-token decoding would have: ml.RowWise,
+	// kvcache.Ubatch.RowWise), at some cost in speed: speculative
+	// decoding's verification, so that it emits plain decoding's tokens.
+	RowWise bool
 }
 
 // Run is ForwardBatch with hidden states in (an MTP head) or out.
@@ -257,6 +263,7 @@ func (m *Model) Run(cache *kvcache.Cache, batch []Input, o RunOptions) ([]Output
 				r++
 			}
 		}
+		ub.RowWise = o.RowWise
 		logits, hidden, err := m.forward(cache, &ub, rows, hin, o.Hidden)
 		if err != nil {
 			return nil, err
@@ -301,7 +308,7 @@ func (m *Model) forward(cache *kvcache.Cache, ub *kvcache.Ubatch, rows []int32, 
 	n := ub.Len()
 	// One token per sequence, every row read: a decode step, whose graph
 	// the next step may reuse (not yet with hidden states in or out).
-	step := n == len(ub.Seqs) && len(rows) == n && m.NextN == nil && !wantHidden
+	step := n == len(ub.Seqs) && len(rows) == n && m.NextN == nil && !wantHidden && !ub.RowWise
 	if step {
 		if out, ok, err := m.reuse(cache, ub); ok || err != nil {
 			done = err == nil
@@ -326,6 +333,13 @@ func (m *Model) forward(cache *kvcache.Cache, ub *kvcache.Ubatch, rows []int32, 
 		}
 	}()
 	ctx.SetBatchSize(n)
+	if ub.RowWise {
+		rw, ok := ctx.(ml.RowWise)
+		if !ok {
+			return nil, nil, fmt.Errorf("%s: the backend cannot compute row-wise", m.Arch)
+		}
+		rw.SetRowWise(true)
+	}
 	cache.StartForward(ctx)
 	window := cache.Window()
 	in := ctx.Input()

@@ -2,18 +2,19 @@
 // head: the head drafts up to Max tokens, the target model verifies them
 // in one batched forward, the longest agreeing prefix is kept, and the
 // caches are rolled back past the first rejected token (the target's
-// attention cells by position, its recurrent states from a checkpoint
-// taken before the verification, then recomputed over the kept tokens).
+// attention cells by position, its recurrent states to those the
+// verification kept of its last tokens: kvcache.Config.Rewind).
 //
 // Exactness: every emitted token is sampled by the caller's sampler from
 // the target's logits at its position, given the tokens emitted before it,
 // one sampler call per token in order, exactly as plain decoding samples
 // (llama.cpp's sample-and-match verification). Drafts only decide how many
 // positions one verification computes. So the output is the target
-// model's, greedy or seeded, whatever the head proposes; it equals plain
-// decoding's token for token where the target's logits for a position do
-// not depend on how many tokens were computed together (the tests check
-// it on every generated model).
+// model's, greedy or seeded, whatever the head proposes. It is plain
+// decoding's token for token (on the CPU) because the verification is
+// computed row-wise (decoder.RunOptions.RowWise): each position's logits
+// are bit for bit those of a one-token step, and rejected drafts are
+// rewound, never recomputed.
 package speculate
 
 import (
@@ -57,7 +58,7 @@ func (s Stats) AcceptanceRate() float64 {
 }
 
 // Generate decodes after prompt (sequence 0 of cache, which must be made
-// with Checkpoints when the target has recurrent layers) with drafts from
+// with Rewind ≥ Max when the target has recurrent layers) with drafts from
 // d, calling emit with each token; emit returning false stops.
 func Generate(target *decoder.Model, cache *kvcache.Cache, d Drafter, prompt []int32, o Options, emit func(int32) bool) (st Stats, err error) {
 	if len(prompt) == 0 {
@@ -65,6 +66,9 @@ func Generate(target *decoder.Model, cache *kvcache.Cache, d Drafter, prompt []i
 	}
 	if o.Max < 1 {
 		return st, fmt.Errorf("%s: draft at least one token a step (-draft-max %d)", target.Arch, o.Max)
+	}
+	if cache.Recurrent() && cache.MaxRewind() < o.Max {
+		return st, fmt.Errorf("%s: the cache can rewind %d token(s), not the %d drafted a step (decoder.CacheOptions.Rewind)", target.Arch, cache.MaxRewind(), o.Max)
 	}
 	if o.Max >= cache.Capacity() {
 		return st, fmt.Errorf("%s: %d draft tokens a step do not fit the %d-token context", target.Arch, o.Max, cache.Capacity())
@@ -80,7 +84,7 @@ func Generate(target *decoder.Model, cache *kvcache.Cache, d Drafter, prompt []i
 	}
 	run := func(tokens []int32, all bool) (decoder.Output, error) {
 		out, err := target.Run(cache, []decoder.Input{{Sequence: kvcache.Sequence{Tokens: tokens}}},
-			decoder.RunOptions{All: all, Hidden: true, MaxBatch: o.Batch})
+			decoder.RunOptions{All: all, Hidden: true, MaxBatch: o.Batch, RowWise: all})
 		if err != nil {
 			return decoder.Output{}, err
 		}
@@ -132,9 +136,6 @@ func Generate(target *decoder.Model, cache *kvcache.Cache, d Drafter, prompt []i
 		}
 		st.Steps++
 		st.Drafted += len(drafts)
-		if err := cache.Checkpoint(0); err != nil {
-			return st, err
-		}
 		out, err := run(append([]int32{tok}, drafts...), true)
 		if err != nil {
 			return st, err
@@ -153,20 +154,12 @@ func Generate(target *decoder.Model, cache *kvcache.Cache, d Drafter, prompt []i
 		}
 		kept := emitted[:len(emitted)-1] // the drafts the target agreed with
 		st.Accepted += len(kept)
-		hidden := out.Hidden[:len(kept)+1]
-		if len(kept) < len(drafts) {
-			// Roll back past the rejected drafts: restore the checkpoint
-			// and recompute tok and the kept drafts (their attention cells
-			// and recurrent states; the logits are the verification's).
-			if err := cache.Restore(0); err != nil {
-				return st, err
-			}
-			re, err := run(append([]int32{tok}, kept...), false)
-			if err != nil {
-				return st, err
-			}
-			hidden = re.Hidden
+		// Roll back past the rejected drafts: their attention cells, and
+		// the recurrent states to those after the last kept token.
+		if err := cache.Rewind(0, len(drafts)-len(kept)); err != nil {
+			return st, err
 		}
+		hidden := out.Hidden[:len(kept)+1]
 		if stop {
 			return st, nil
 		}

@@ -1,22 +1,23 @@
 package speculate_test
 
-// Exactness of speculative decoding where the target's kernels are
-// batch-invariant: on the Q4_0 Qwen3.5 models (qwen35, qwen35moe; the CPU
-// repacks Q4_0, and its gemm for several rows and gemv for one give the
-// same bits), the tokens generated with drafts are those plain decoding
-// generates, token for token, greedy and with a seeded sampler
-// (temperature 0.8, top-k 40, top-p 0.95), with the model's own MTP head
-// drafting (which the target rejects almost always on random weights: the
-// rollback path) and with an oracle drafting the target's own tokens at
-// acceptance rates 100%, 80% and 50% (full and partial acceptance).
+// Exactness of speculative decoding: on every generated Qwen3.5 model
+// (qwen35, qwen35moe; F16, Q8_0, Q4_0) the tokens generated with drafts
+// are those plain decoding generates, token for token, greedy and with a
+// seeded sampler (temperature 0.8, top-k 40, top-p 0.95), with the
+// model's own MTP head drafting (which the target rejects almost always on
+// random weights: the rewind path) and with an oracle drafting the
+// target's own tokens at per-token rates 100%, 80% and 50% (full and
+// partial acceptance). 300 tokens after a 12-token prompt: past position
+// 256, where a one-token step's attention history grows to 512 cells and
+// the CPU's flash attention splits it over threads.
 //
-// Not yet exact (issue 10, open): F16 and Q8_0 models, whose verification
-// rows go through llamafile's tinyBLAS while a one-token step takes
-// vec_dot (other summation order), and steps past position 256, where a
-// one-token step's attention history grows to 512 cells and its flash
-// attention sums in another order than the verification batch's. So the
-// generations here stay within the first 256 positions (12 prompt tokens
-// + 232).
+// What makes it exact: the verification batch is computed row-wise
+// (decoder.RunOptions.RowWise: one-row matrix products, each token's
+// attention over the history a one-token step has), so each position's
+// logits are bit for bit a one-token step's; the rejected drafts are
+// rewound (kvcache.Cache.Rewind), never recomputed; and the caller's
+// sampler draws once per emitted token, in order, from the target's
+// logits for that position (see the package comment).
 
 import (
 	"context"
@@ -28,13 +29,14 @@ import (
 
 	"ggmlrs/ml"
 	_ "ggmlrs/ml/backend"
+	"ggmlrs/ml/nn"
 	"ggmlrs/model"
 	"ggmlrs/model/decoder"
 	"ggmlrs/model/speculate"
 	"ggmlrs/sample"
 )
 
-const genTokens = 232
+const genTokens = 300
 
 func open(t *testing.T, name string) (ml.Backend, *decoder.Model) {
 	t.Helper()
@@ -75,7 +77,7 @@ var promptTokens = []int32{1, 17, 42, 99, 250, 7, 311, 5, 123, 64, 400, 33}
 
 func plain(t *testing.T, m *decoder.Model, greedy bool) []int32 {
 	t.Helper()
-	c, err := m.NewCache(decoder.CacheOptions{Capacity: 512})
+	c, err := m.NewCache(decoder.CacheOptions{Capacity: 1024})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +92,7 @@ func plain(t *testing.T, m *decoder.Model, greedy bool) []int32 {
 
 func speculative(t *testing.T, m *decoder.Model, d speculate.Drafter, greedy bool, max int) ([]int32, speculate.Stats) {
 	t.Helper()
-	c, err := m.NewCache(decoder.CacheOptions{Capacity: 512, Checkpoints: true})
+	c, err := m.NewCache(decoder.CacheOptions{Capacity: 1024, Rewind: max})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +118,7 @@ func firstDiff(a, b []int32) int {
 
 func TestSpeculativeIsExact(t *testing.T) {
 	for _, arch := range []string{"qwen35", "qwen35moe"} {
-		for _, typ := range []string{"q4_0"} {
+		for _, typ := range []string{"f16", "q8_0", "q4_0"} {
 			name := arch + "-small-" + typ
 			t.Run(name, func(t *testing.T) {
 				b, m := open(t, name)
@@ -133,7 +135,7 @@ func TestSpeculativeIsExact(t *testing.T) {
 					if len(want) != genTokens {
 						t.Fatalf("plain decoding gave %d tokens", len(want))
 					}
-					hc, err := head.NewCache(decoder.CacheOptions{Capacity: 512})
+					hc, err := head.NewCache(decoder.CacheOptions{Capacity: 1024})
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -156,6 +158,34 @@ func TestSpeculativeIsExact(t *testing.T) {
 					}
 				}
 			})
+		}
+	}
+}
+
+// With the delta rule from primitives (the path of backends without the
+// fused kernel), the states kept for rewinding come from token-wise steps:
+// still plain decoding's tokens.
+func TestSpeculativeIsExactWithPrimitiveDeltaNet(t *testing.T) {
+	_, m := open(t, "qwen35-small-q8_0")
+	n := 0
+	for _, bl := range m.Blocks {
+		if dn, ok := bl.Mixer.(*nn.DeltaNet); ok {
+			dn.Primitive = true
+			n++
+		}
+	}
+	if n == 0 {
+		t.Fatal("no delta-net layers")
+	}
+	want := plain(t, m, true)
+	for _, rate := range []float64{0.8, 0.3} {
+		o := &speculate.Oracle{Tokens: want, Rate: rate, Vocab: m.Vocab, Rand: rand.New(rand.NewSource(3))}
+		got, st := speculative(t, m, o, true, 4)
+		if !slices.Equal(got, want) {
+			t.Errorf("oracle at %.0f%%: differs from plain decoding at token %d of %d", 100*rate, firstDiff(got, want), len(want))
+		}
+		if st.Accepted == 0 || st.Accepted == st.Drafted {
+			t.Errorf("oracle at %.0f%%: %d of %d accepted: both paths (rewind and not) should be taken", 100*rate, st.Accepted, st.Drafted)
 		}
 	}
 }

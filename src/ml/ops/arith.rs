@@ -51,7 +51,17 @@ impl Context {
         // ggml_is_contiguous accepts one-element rows at any stride; the
         // padded-1d assert does not.
         dense_rows("scale", "a", a)?;
-        let ctx = self.room("scale", 1)?;
+        let ctx = self.room("scale", 2)?;
+        // ggml_is_contiguous also skips the strides of size-1 dims (a
+        // slice of one token of [S, H, T, n] is contiguous), which the
+        // padded-1d assert checks: such a view is copied first.
+        let [_, ne1, ne2, _] = a.ne();
+        let nb = a.nb();
+        let a = if nb[2] == nb[1] * ne1 as usize && nb[3] == nb[2] * ne2 as usize {
+            a
+        } else {
+            self.made("scale", unsafe { sys::ggml_cont(ctx, a.as_ptr()) })?
+        };
         self.made("scale", unsafe { sys::ggml_scale(ctx, a.as_ptr(), s) })
     }
 

@@ -163,12 +163,21 @@ impl Context {
 
     /// Builds the product after `check_mul_mat`; creates up to 3 tensors.
     pub(crate) fn build_mul_mat(&mut self, op: &str, a: Tensor, b: Tensor, full_prec: bool) -> Result<Tensor> {
-        let ctx = self.room(op, 3)?;
+        let [_, _, a2, a3] = a.ne();
+        let [k, rows, b2, b3] = b.ne();
+        let row_wise = self.row_wise() && rows > 1 && a2 == 1 && a3 == 1 && b2 == 1 && b3 == 1;
+        let ctx = self.room(op, if row_wise { 6 } else { 3 })?;
         let a = if dense_rows(a) { a } else { self.made(op, unsafe { sys::ggml_cont(ctx, a.as_ptr()) })? };
-        let b = if dense_rows(b) { b } else { self.made(op, unsafe { sys::ggml_cont(ctx, b.as_ptr()) })? };
+        let dense = if row_wise { unsafe { sys::ggml_is_contiguous(b.as_ptr()) } } else { dense_rows(b) };
+        let b = if dense { b } else { self.made(op, unsafe { sys::ggml_cont(ctx, b.as_ptr()) })? };
+        // Row-wise: [k, rows] as [k, 1, rows], each row a product of its own.
+        let b = if row_wise { self.made(op, unsafe { sys::ggml_reshape_3d(ctx, b.as_ptr(), k, 1, rows) })? } else { b };
         let t = self.made(op, unsafe { sys::ggml_mul_mat(ctx, a.as_ptr(), b.as_ptr()) })?;
         if full_prec && !unsafe { sys::ggml_prec_set_acc(t.as_ptr(), sys::GGML_PREC_F32) } {
             return Err(Error::unsupported(format!("{op}: ggml refused F32 accumulation for {}", t.describe())));
+        }
+        if row_wise {
+            return self.made(op, unsafe { sys::ggml_reshape_2d(ctx, t.as_ptr(), t.ne()[0], rows) });
         }
         Ok(t)
     }

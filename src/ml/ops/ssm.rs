@@ -17,6 +17,10 @@ use crate::sys;
 
 const F32: sys::ggml_type = check::F32;
 
+/// The most recurrent states gated_delta_net keeps of a batch's last tokens
+/// (speculative decoding verifies a few drafts; the output grows with it).
+pub const MAX_SNAPSHOTS: i64 = 64;
+
 /// How the value heads of `gated_delta_net` share query/key heads when
 /// there are fewer of them (grouped heads, `H_v = r · H_k`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -323,8 +327,14 @@ impl Context {
         beta: Tensor,
         state: Tensor,
         heads: HeadRepeat,
+        snapshots: i64,
     ) -> Result<(Tensor, Tensor)> {
         const OP: &str = "gated_delta_net";
+        if !(1..=MAX_SNAPSHOTS).contains(&snapshots) {
+            return Err(Error::invalid(format!(
+                "{OP}: snapshots must be 1 to {MAX_SNAPSHOTS} (states kept of the last tokens), got {snapshots}"
+            )));
+        }
         for (what, t) in [("q", q), ("k", k), ("v", v), ("g", g), ("beta", beta), ("state", state)] {
             f32_arg(OP, what, t)?;
             nonempty(OP, what, t)?;
@@ -368,7 +378,7 @@ impl Context {
         shape_is(OP, "beta", beta, [1, h_v, n_tokens, n_seqs], "1, heads, tokens, sequences of v")?;
         shape_is(OP, "state", state, [s, s, h_v, n_seqs], "head size, head size, heads, sequences of v")?;
         int_sized(OP, "v", v, h_v * n_seqs)?;
-        let out_rows = n_tokens * n_seqs + s * n_seqs;
+        let out_rows = n_tokens * n_seqs + snapshots * s * n_seqs;
         check::shape_arg(OP, &[s * h_v, out_rows], false)?;
 
         let repeat = heads == HeadRepeat::Interleaved && h_k != h_v;
@@ -389,7 +399,7 @@ impl Context {
                 g.as_ptr(),
                 beta.as_ptr(),
                 state.as_ptr(),
-                1,
+                snapshots,
             )
         })?;
         let f = 4usize;
@@ -404,7 +414,7 @@ impl Context {
                 s,
                 s,
                 h_v,
-                n_seqs,
+                n_seqs * snapshots,
                 su * f,
                 su * su * f,
                 su * su * hu * f,
