@@ -35,3 +35,66 @@ func TestGenerateAndBench(t *testing.T) {
 		}
 	}
 }
+
+// generate -draft mtp gives plain generate's text; bad drafting options
+// and a model without an MTP head are clear errors.
+func TestGenerateWithDrafts(t *testing.T) {
+	path := modelPath(t, "qwen35-small-q8_0")
+	plain := []string{"generate", path, "-p", "hello world", "-n", "40", "-temp", "0", "-threads", "2"}
+	status, want, errs := capture(t, plain...)
+	if status != 0 {
+		t.Fatalf("plain generate: status %d, stderr %q", status, errs)
+	}
+	for _, max := range []string{"1", "3", "6"} {
+		status, got, errs := capture(t, append(plain, "-draft", "mtp", "-draft-max", max)...)
+		if status != 0 || got != want || !strings.Contains(errs, "draft:") {
+			t.Errorf("-draft mtp -draft-max %s: status %d, stdout %q (plain %q), stderr %q", max, status, got, want, errs)
+		}
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-draft", "mtp", "-draft-max", "0"}, "-draft-max must be at least 1"},
+		{[]string{"-draft", "mtp", "-draft-max", "-2"}, "-draft-max must be at least 1"},
+		{[]string{"-draft", "mtp", "-draft-max", "512", "-ctx", "512"}, "does not fit the 512-token context"},
+		{[]string{"-draft", "eagle"}, `-draft "eagle": the only drafter is mtp`},
+	} {
+		status, _, errs := capture(t, append(plain, c.args...)...)
+		if status == 0 || !strings.Contains(errs, c.want) {
+			t.Errorf("%v: status %d, stderr %q, want an error containing %q", c.args, status, errs, c.want)
+		}
+	}
+	for name, arch := range map[string]string{"qwen3next-small-f16": "qwen3next", "qwen3moe-small-q8_0": "qwen3moe"} {
+		status, _, errs := capture(t, "generate", modelPath(t, name), "-p", "hi", "-n", "4", "-draft", "mtp")
+		if want := `architecture "` + arch + `" has no MTP head`; status == 0 || !strings.Contains(errs, want) {
+			t.Errorf("%s -draft mtp: status %d, stderr %q, want an error containing %q", name, status, errs, want)
+		}
+	}
+}
+
+// bench-spec's table: oracle rows and, for a model with an MTP head, the
+// head's row, each with output identical to plain decoding.
+func TestBenchSpec(t *testing.T) {
+	for name, mtp := range map[string]bool{"qwen35moe-small-q4_0": true, "qwen3-small-q8_0": false} {
+		status, table, errs := capture(t, "bench-spec", modelPath(t, name), "-n", "24", "-p", "8", "-r", "1", "-rates", "0.5,1")
+		if status != 0 {
+			t.Fatalf("%s: status %d, stderr %q", name, status, errs)
+		}
+		rows := 0
+		for _, l := range strings.Split(table, "\n") {
+			if strings.HasPrefix(l, "| oracle") || strings.HasPrefix(l, "| mtp") {
+				rows++
+				if !strings.HasSuffix(l, "| true |") {
+					t.Errorf("%s: not identical to plain decoding: %s", name, l)
+				}
+			}
+		}
+		if want := map[bool]int{true: 3, false: 2}[mtp]; rows != want || !strings.Contains(table, "| oracle 100% | 100.0% | 4.00 |") {
+			t.Errorf("%s: %d rows, want %d (with a full-acceptance oracle row):\n%s", name, rows, want, table)
+		}
+	}
+	if status, _, errs := capture(t, "bench-spec", modelPath(t, "qwen3-small-q8_0"), "-rates", "1.5"); status == 0 || !strings.Contains(errs, "not a rate from 0 to 1") {
+		t.Errorf("-rates 1.5: status %d, stderr %q", status, errs)
+	}
+}

@@ -3,9 +3,12 @@ package speculate
 import "math/rand"
 
 // Oracle drafts the target's own continuation (Tokens: what plain decoding
-// emits after the prompt), each draft token right with probability Rate
-// and otherwise replaced by another token: a drafter whose acceptance rate
-// is chosen, to measure and test the pipeline apart from any draft model.
+// emits after the prompt) with a chosen acceptance rate: a drafter to
+// measure and test the pipeline apart from any draft model. Each draft
+// token is right with a probability p, and otherwise replaced by another
+// token, p chosen for the draft's length n so that the expected share of
+// the n drafts the target accepts (those before the first wrong one) is
+// Rate: (p + p² + … + pⁿ)/n = Rate.
 type Oracle struct {
 	Tokens []int32
 	Rate   float64
@@ -14,19 +17,51 @@ type Oracle struct {
 
 	next    int // index in Tokens of the token after tok
 	started bool
+	p       map[int]float64 // per draft length
 }
 
 // Draft proposes Tokens[next:next+n], some replaced.
 func (o *Oracle) Draft(tok int32, _ []float32, n int) ([]int32, error) {
+	p := o.perToken(n)
 	var out []int32
 	for i := 0; i < n && o.next+i < len(o.Tokens); i++ {
 		t := o.Tokens[o.next+i]
-		if o.Rand.Float64() >= o.Rate {
+		if o.Rand.Float64() >= p {
 			t = (t + 1) % int32(o.Vocab)
 		}
 		out = append(out, t)
 	}
 	return out, nil
+}
+
+// perToken solves (p + … + pⁿ)/n = Rate for p by bisection (the left side
+// grows with p from 0 to 1).
+func (o *Oracle) perToken(n int) float64 {
+	if o.Rate <= 0 || o.Rate >= 1 {
+		return max(0, min(1, o.Rate))
+	}
+	if p, ok := o.p[n]; ok {
+		return p
+	}
+	lo, hi := 0.0, 1.0
+	for range 60 {
+		p := (lo + hi) / 2
+		s, q := 0.0, 1.0
+		for range n {
+			q *= p
+			s += q
+		}
+		if s/float64(n) < o.Rate {
+			lo = p
+		} else {
+			hi = p
+		}
+	}
+	if o.p == nil {
+		o.p = map[int]float64{}
+	}
+	o.p[n] = (lo + hi) / 2
+	return o.p[n]
 }
 
 // Accept advances past tok and the kept tokens (the prompt's call only

@@ -189,3 +189,72 @@ func TestSpeculativeIsExactWithPrimitiveDeltaNet(t *testing.T) {
 		}
 	}
 }
+
+// Several sequences at once: each keeps its own agreeing prefix and rewinds
+// on its own, one ends early, and every sequence's tokens are those it
+// gets decoded alone (greedy, or seeded with its own sampler).
+func TestSpeculativeManySequences(t *testing.T) {
+	for _, name := range []string{"qwen35moe-small-q8_0", "qwen35-small-f16"} {
+		t.Run(name, func(t *testing.T) {
+			b, m := open(t, name)
+			prompts := [][]int32{promptTokens, {5, 9, 500, 3}, append(slices.Clone(promptTokens), 77, 78, 79, 80, 81)}
+			const n, stopAt = 270, 90
+			alone := func(p []int32, s *sample.Sampler) []int32 {
+				c, err := m.NewCache(decoder.CacheOptions{Capacity: 1024})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer c.Close()
+				var out []int32
+				if _, err := m.Generate(c, p, decoder.GenerateOptions{MaxTokens: n, Sampler: s, IgnoreEOG: true},
+					func(id int32) bool { out = append(out, id); return true }); err != nil {
+					t.Fatal(err)
+				}
+				return out
+			}
+			want := [][]int32{alone(prompts[0], sampler(true)), alone(prompts[1], sampler(false)), alone(prompts[2], sampler(true))[:stopAt]}
+
+			head, err := model.NewMTP(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			hc, err := head.NewCache(decoder.CacheOptions{Capacity: 3 * 1024, Sequences: 3})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer hc.Close()
+			c, err := m.NewCache(decoder.CacheOptions{Capacity: 3 * 1024, Sequences: 3, Rewind: 3})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			got := make([][]int32, 3)
+			emit := func(i int) func(int32) bool {
+				return func(id int32) bool {
+					got[i] = append(got[i], id)
+					return i != 2 || len(got[i]) < stopAt
+				}
+			}
+			reqs := []speculate.Request{
+				{Prompt: prompts[0], Drafter: &speculate.MTP{Head: head, Cache: hc, Seq: 0}, Emit: emit(0)},
+				{Prompt: prompts[1], Drafter: &speculate.Oracle{Tokens: want[1], Rate: 0.8, Vocab: m.Vocab, Rand: rand.New(rand.NewSource(5))},
+					Sampler: sampler(false), Emit: emit(1)},
+				{Prompt: prompts[2], Drafter: &speculate.Oracle{Tokens: want[2], Rate: 0.5, Vocab: m.Vocab, Rand: rand.New(rand.NewSource(6))},
+					Emit: emit(2)},
+			}
+			st, err := speculate.GenerateMany(m, c, reqs, speculate.Options{GenerateOptions: decoder.GenerateOptions{MaxTokens: n, IgnoreEOG: true}, Max: 3})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range reqs {
+				t.Logf("sequence %d: %d steps, acceptance %.1f%%", i, st[i].Steps, 100*st[i].AcceptanceRate())
+				if !slices.Equal(got[i], want[i]) {
+					t.Errorf("sequence %d: differs from decoding it alone at token %d of %d (got %d)", i, firstDiff(got[i], want[i]), len(want[i]), len(got[i]))
+				}
+			}
+			if st[1].Accepted == 0 || st[2].Accepted == 0 {
+				t.Errorf("the oracles' drafts were never accepted: %+v", st)
+			}
+		})
+	}
+}
