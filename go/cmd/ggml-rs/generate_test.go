@@ -81,6 +81,9 @@ func TestBenchSpec(t *testing.T) {
 		if status != 0 {
 			t.Fatalf("%s: status %d, stderr %q", name, status, errs)
 		}
+		if strings.Contains(table, "Inf") || strings.Contains(table, "NaN") {
+			t.Errorf("%s: a rate is not a number:\n%s", name, table)
+		}
 		rows := 0
 		for _, l := range strings.Split(table, "\n") {
 			if strings.HasPrefix(l, "| oracle") || strings.HasPrefix(l, "| mtp") {

@@ -133,10 +133,14 @@ func GenerateMany(target *decoder.Model, cache *kvcache.Cache, reqs []Request, o
 	if o.Batch <= 0 {
 		o.Batch = 512
 	}
+	var start time.Time // of decoding, after the prefills
 	stats := func() []Stats {
 		out := make([]Stats, len(seqs))
 		for i, s := range seqs {
 			out[i] = s.st
+			if !start.IsZero() {
+				out[i].Decode = time.Since(start)
+			}
 		}
 		return out
 	}
@@ -153,7 +157,7 @@ func GenerateMany(target *decoder.Model, cache *kvcache.Cache, reqs []Request, o
 	}
 
 	for i, s := range seqs {
-		start := time.Now()
+		t0 := time.Now()
 		out, err := target.Run(cache, []decoder.Input{{Sequence: kvcache.Sequence{Seq: i, Tokens: s.Prompt}}},
 			decoder.RunOptions{Hidden: true, MaxBatch: o.Batch})
 		if err != nil {
@@ -163,16 +167,11 @@ func GenerateMany(target *decoder.Model, cache *kvcache.Cache, reqs []Request, o
 			return stats(), err
 		}
 		s.st.PromptTokens = len(s.Prompt)
-		s.st.Prefill = time.Since(start)
+		s.st.Prefill = time.Since(t0)
 		s.tok, s.hPrev = s.Sampler.Sample(out[0].Logits[0]), out[0].Hidden[len(out[0].Hidden)-1]
 		emitted(s, s.tok)
 	}
-	start := time.Now()
-	defer func() {
-		for _, s := range seqs {
-			s.st.Decode = time.Since(start)
-		}
-	}()
+	start = time.Now()
 	for {
 		var active []int
 		for i, s := range seqs {
