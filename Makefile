@@ -142,6 +142,10 @@ BENCH_TYPES ?= f16 q8_0 q4_0
 BENCH_ARCHS ?= qwen3 llama qwen35moe gpt-oss
 BENCH_MODELS := $(foreach a,$(BENCH_ARCHS),$(foreach t,$(BENCH_TYPES),.cache/models/$(a)-bench-$(t).gguf))
 BENCH_ARGS ?= -p 512 -n 128 -r 3
+# Speculative decoding (MTP head, oracle drafts) on the Qwen3.5 bench models.
+SPEC_TYPES ?= q8_0 q4_0
+SPEC_MODELS := $(foreach a,qwen35moe qwen35,$(foreach t,$(SPEC_TYPES),.cache/models/$(a)-bench-$(t).gguf))
+SPEC_ARGS ?= -n 256 -p 32 --draft 3 --rounds 3
 
 $(LLAMA_STAMP): scripts/fetch-llama.sh scripts/fetch-ggml/Cargo.lock $(wildcard scripts/patches/*.sh) $(wildcard scripts/llama-patches/*.sh)
 	scripts/fetch-llama.sh
@@ -194,13 +198,15 @@ parity: $(LLAMA_REF) models vocabs
 	$(MAKE) runner || echo "parity: the runner did not build; comparing the reference alone"
 	python3 scripts/parity.py check
 
-$(BENCH_MODELS): | $(PY_STAMP)
+$(sort $(BENCH_MODELS) $(SPEC_MODELS)): | $(PY_STAMP)
 	$(PY) scripts/gen-models.py --size bench --arch $(call model_arch,$@) --types $(call model_type,$@)
 
-# Ours and llama.cpp on the same bench-size models and threads, one run.
-bench: $(LLAMA_REF) $(BENCH_MODELS)
+# Ours and llama.cpp on the same bench-size models and threads, one run:
+# prompt processing and generation, then speculative decoding.
+bench: $(LLAMA_REF) $(BENCH_MODELS) $(SPEC_MODELS)
 	$(MAKE) runner || echo "bench: the runner did not build; the reference alone"
 	python3 scripts/bench.py $(BENCH_ARGS) -t $(BENCH_THREADS) $(BENCH_MODELS)
+	python3 scripts/bench-spec.py $(SPEC_ARGS) -t $(BENCH_THREADS) $(SPEC_MODELS)
 
 # --- regeneration --------------------------------------------------------------
 

@@ -51,6 +51,26 @@
 //       no p_min cutoff, no sampler). JSON {"model","n_vocab","n_embd",
 //       "tokens","mtp_logits":[row per position], and with -draft
 //       "target_next","draft":[d_1..d_N],"draft_logits":[row per step]}.
+//   llama-ref spec [-p 32] [-n 256] [-draft 3] [-r 3] [-t N] [-fa ...] MODEL
+//       Speculative decoding with the MTP head (qwen35, qwen35moe) against
+//       plain decoding, greedy, as llama.cpp runs it: the target context
+//       with n_rs_seq = -draft (recurrent states of the last tokens kept for
+//       rollback) and nextn embeddings, the MTP context as in mtp. The
+//       prompt is token i = (i*7919 + 13) mod n_vocab (ggml-rs bench-spec
+//       uses the same). Plain: the prompt, then -n tokens one llama_decode
+//       each (a context with n_rs_seq 0). Speculative: after the prompt and
+//       the MTP context's process() over it, each step drafts -draft tokens
+//       with the head (draft(): greedy, no p_min), removes them from the MTP
+//       memory, verifies [last, drafts] in one target batch (every row an
+//       output), keeps the drafts up to the first whose target argmax
+//       differs, rolls the target back (llama_memory_seq_rm: the KV by
+//       position, the recurrent states from the kept snapshots) and runs
+//       process() over the last token and the kept drafts with their
+//       target nextn states. -r rounds alternate plain and speculative
+//       after a warm-up of each; the decode phase is timed. JSON
+//       {"plain":{"tps","sd"},"spec":{"tps","sd"},"drafted","accepted",
+//       "steps","generated","identical"} (identical: the speculative tokens
+//       equal plain decoding's in every round).
 //   llama-ref tokenize [-special] MODEL TEXT
 //       JSON {"model","n_vocab","tokens"}: llama_tokenize of TEXT with a
 //       vocab-only load; -special sets add_special and parse_special (what
@@ -102,6 +122,7 @@ void usage() {
             "       llama-ref greedy [-n 64] [-ubatch N] [-t N] [-fa on|off|auto] [-mtp] MODEL TOKEN...\n"
             "       llama-ref bench [-p 512] [-n 128] [-r 3] [-ubatch N] [-t N] [-fa on|off|auto] [-json] MODEL\n"
             "       llama-ref mtp [-draft N] [-t N] [-fa on|off|auto] MODEL TOKEN...\n"
+            "       llama-ref spec [-p 32] [-n 256] [-draft 3] [-r 3] [-t N] [-fa on|off|auto] MODEL\n"
             "       llama-ref tokenize [-special] MODEL TEXT\n"
             "       llama-ref tokenize -batch FILE MODEL\n");
     exit(2);
@@ -176,7 +197,7 @@ Opts parse(int argc, char ** argv) {
     if (o.reps < 1) die("-r must be at least 1");
     if (o.ubatch < 0) die("-ubatch must be positive");
     if (o.n_draft < 0) die("-draft must not be negative");
-    if (o.n_draft && o.cmd != "mtp") die("-draft is for mtp");
+    if (o.n_draft && o.cmd != "mtp" && o.cmd != "spec") die("-draft is for mtp and spec");
     if (o.multi) {
         if (o.cmd != "logits") die("-seqs is for logits");
         if (o.all || o.n_decode) die("-seqs takes neither -all nor -decode");
@@ -225,7 +246,7 @@ struct Session {
         // run of a small model take seconds instead of milliseconds (the
         // results are the same: the work is split alike).
         ggml_threadpool_params tpp = ggml_threadpool_params_default(o.threads);
-        tpp.poll = o.cmd == "bench" ? 50 : 0;
+        tpp.poll = o.cmd == "bench" || o.cmd == "spec" ? 50 : 0;
         tp = ggml_threadpool_new(&tpp);
         if (!tp) die("cannot create a threadpool");
         llama_attach_threadpool(ctx, tp, nullptr);
@@ -498,6 +519,155 @@ Stats stats(const std::vector<double> & v) {
     return {m, v.size() > 1 ? std::sqrt(q / (v.size() - 1)) : 0.0};
 }
 
+// spec: see the header.
+int cmd_spec(const Opts & o) {
+    Opts om = o;
+    om.mtp = true;
+    const int n_draft = o.n_draft > 0 ? o.n_draft : 3;
+    const int n_prompt = o.n_prompt, n_gen = o.n_gen;
+    if (n_prompt < 1 || n_gen < 1) die("-p and -n must be positive");
+    const int n_ctx = n_prompt + n_gen + n_draft + 8;
+    Session s(om, n_ctx, std::max(n_ctx, 512));  // plain decoding's context
+    if (llama_model_n_layer_nextn(s.model) <= 0) die("%s has no MTP (nextn) layers", o.model.c_str());
+    const int n_embd = llama_model_n_embd_out(s.model);
+    std::vector<llama_token> prompt(n_prompt);
+    for (int i = 0; i < n_prompt; i++) prompt[i] = (llama_token) (((long long) i * 7919 + 13) % s.n_vocab);
+
+    llama_context_params cpt = s.cp;
+    cpt.n_rs_seq = (uint32_t) n_draft;
+    llama_context * tgt = llama_init_from_model(s.model, cpt);
+    if (!tgt) die("cannot create a speculative target context for %s", o.model.c_str());
+    llama_attach_threadpool(tgt, s.tp, nullptr);
+    if (llama_n_rs_seq(tgt) != (uint32_t) n_draft) die("the target context keeps no rollback states (n_rs_seq %s)", std::to_string(llama_n_rs_seq(tgt)).c_str());
+    llama_context_params cpd = s.cp;
+    cpd.ctx_type = LLAMA_CONTEXT_TYPE_MTP;
+    cpd.n_ctx = llama_n_ctx(tgt);
+    cpd.n_rs_seq = 0;
+    cpd.ctx_other = tgt;
+    llama_context * dft = llama_init_from_model(s.model, cpd);
+    if (!dft) die("cannot create an MTP context for %s", o.model.c_str());
+    llama_attach_threadpool(dft, s.tp, nullptr);
+    llama_set_embeddings_nextn(tgt, true, /*masked*/ false);
+    llama_set_embeddings_nextn(dft, true, /*masked*/ true);
+    llama_batch_ext * bt = llama_batch_ext_init(tgt);
+    llama_batch_ext * bd = llama_batch_ext_init(dft);
+    auto add = [&](llama_batch_ext * b, llama_token t, llama_pos pos, const float * embd) {
+        int32_t idx = llama_batch_ext_add_token(b, 0, t);
+        if (idx < 0) die("llama_batch_ext_add_token failed (%s)", std::to_string(idx).c_str());
+        llama_pos p[4] = {pos, 0, 0, 0};
+        if (!llama_batch_ext_set_pos(b, idx, p)) die("llama_batch_ext_set_pos failed");
+        if (embd && !llama_batch_ext_set_embd_token(b, idx, {embd, 1, (size_t) n_embd})) die("llama_batch_ext_set_embd_token failed");
+        llama_batch_ext_set_output_logits(b, idx, true);
+    };
+    auto process = [&](llama_context * c, llama_batch_ext * b, const char * what) {
+        int rc = llama_process(c, LLAMA_PROCESS_TYPE_DECODE, b);
+        if (rc != 0) die("llama_process (%s) failed", what);
+    };
+    auto seconds = [](std::chrono::steady_clock::time_point t0) {
+        return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    };
+
+    // Plain greedy decoding: returns the tokens and the decode phase's t/s.
+    auto plain = [&](std::vector<llama_token> & out) {
+        s.clear();
+        s.decode(prompt, 0, false);
+        llama_token t = argmax(llama_get_logits_ith(s.ctx, -1), s.n_vocab);
+        out.assign(1, t);
+        auto t0 = std::chrono::steady_clock::now();
+        while ((int) out.size() < n_gen) {
+            s.decode({t}, n_prompt + (int) out.size() - 1, false);
+            t = argmax(llama_get_logits_ith(s.ctx, -1), s.n_vocab);
+            out.push_back(t);
+        }
+        return (n_gen - 1) / seconds(t0);
+    };
+    long drafted = 0, accepted = 0, steps = 0, generated = 0;
+    auto spec = [&](std::vector<llama_token> & out) {
+        llama_memory_clear(llama_get_memory(tgt), false);
+        llama_memory_clear(llama_get_memory(dft), false);
+        llama_batch_ext_clear(bt);
+        for (int k = 0; k < n_prompt; k++) add(bt, prompt[k], k, nullptr);
+        process(tgt, bt, "target prompt");
+        const float * h = llama_get_embeddings_nextn(tgt);
+        if (!h) die("no nextn embeddings from the target");
+        std::vector<float> hp(h, h + (size_t) n_prompt * n_embd), zeros(n_embd, 0.0f);
+        llama_token tok = argmax(llama_get_logits_ith(tgt, n_prompt - 1), s.n_vocab);
+        llama_batch_ext_clear(bd);
+        for (int k = 0; k < n_prompt; k++) add(bd, prompt[k], k, k == 0 ? zeros.data() : hp.data() + (size_t) (k - 1) * n_embd);
+        process(dft, bd, "MTP prompt");
+        std::vector<float> pending(hp.end() - n_embd, hp.end()), hprev = pending, dh;
+        out.assign(1, tok);
+        int cur = n_prompt;  // tok's position
+        auto t0 = std::chrono::steady_clock::now();
+        while ((int) out.size() < n_gen) {
+            const int n = std::min(n_draft, n_gen - (int) out.size());
+            // draft(): the head from (tok, its predecessor's target state).
+            std::vector<llama_token> d;
+            llama_token last = tok;
+            for (int i = 0; i < n; i++) {
+                llama_batch_ext_clear(bd);
+                add(bd, last, cur + i, pending.data());
+                process(dft, bd, "MTP draft");
+                last = argmax(llama_get_logits_ith(dft, 0), s.n_vocab);
+                d.push_back(last);
+                const float * hd = llama_get_embeddings_nextn_ith(dft, 0);
+                pending.assign(hd, hd + n_embd);
+            }
+            llama_memory_seq_rm(llama_get_memory(dft), 0, cur, -1);
+            // Verify [tok, d...] in one batch.
+            llama_batch_ext_clear(bt);
+            for (int i = 0; i <= n; i++) add(bt, i == 0 ? tok : d[i - 1], cur + i, nullptr);
+            process(tgt, bt, "target verify");
+            std::vector<llama_token> kept;
+            llama_token next = -1;
+            for (int i = 0; i <= n; i++) {
+                llama_token t = argmax(llama_get_logits_ith(tgt, i), s.n_vocab);
+                out.push_back(t);
+                if (i == n || t != d[i] || (int) out.size() >= n_gen) { next = t; if (i < n && t == d[i]) kept.push_back(t); break; }
+                kept.push_back(t);
+            }
+            steps++, drafted += n, accepted += (long) kept.size();
+            // Keep the target's states of tok and the kept drafts; roll back the rest.
+            dh.assign(llama_get_embeddings_nextn(tgt), llama_get_embeddings_nextn(tgt) + (size_t) (kept.size() + 1) * n_embd);
+            if (!llama_memory_seq_rm(llama_get_memory(tgt), 0, cur + 1 + (int) kept.size(), -1)) die("the target cannot roll back");
+            // process(): tok with hprev, kept[j] with the target state of the row before.
+            llama_batch_ext_clear(bd);
+            for (size_t j = 0; j <= kept.size(); j++)
+                add(bd, j == 0 ? tok : kept[j - 1], cur + (int) j, j == 0 ? hprev.data() : dh.data() + (j - 1) * n_embd);
+            process(dft, bd, "MTP process");
+            hprev.assign(dh.end() - n_embd, dh.end());
+            pending = hprev;
+            cur += 1 + (int) kept.size();
+            tok = next;
+        }
+        out.resize(n_gen);
+        generated += n_gen - 1;
+        return (n_gen - 1) / seconds(t0);
+    };
+
+    std::vector<llama_token> want, got;
+    std::vector<double> tp, ts;
+    bool identical = true;
+    for (int r = 0; r <= o.reps; r++) {
+        double a = plain(want);
+        if (r == 0) drafted = accepted = steps = generated = 0;
+        double b = spec(got);
+        if (r == 0) { drafted = accepted = steps = generated = 0; continue; }
+        tp.push_back(a), ts.push_back(b);
+        identical = identical && got == want;
+    }
+    llama_batch_ext_free(bt);
+    llama_batch_ext_free(bd);
+    llama_free(dft);
+    llama_free(tgt);
+    Stats p = stats(tp), q = stats(ts);
+    printf("{\"model\":%s,\"threads\":%d,\"draft\":%d,\"n\":%d,\"plain\":{\"tps\":%.3f,\"sd\":%.3f},\"spec\":{\"tps\":%.3f,\"sd\":%.3f},"
+           "\"drafted\":%ld,\"accepted\":%ld,\"steps\":%ld,\"generated\":%ld,\"identical\":%s}\n",
+           json_str(o.model).c_str(), o.threads, n_draft, n_gen, p.mean, p.sd, q.mean, q.sd, drafted, accepted, steps, generated,
+           identical ? "true" : "false");
+    return 0;
+}
+
 int cmd_bench(const Opts & o) {
     using clk = std::chrono::steady_clock;
     // n_batch as llama-bench's default (2048) covers the prompt in one call.
@@ -658,6 +828,7 @@ int main(int argc, char ** argv) {
     else if (o.cmd == "greedy") rc = cmd_greedy(o);
     else if (o.cmd == "bench") rc = cmd_bench(o);
     else if (o.cmd == "mtp") rc = cmd_mtp(o);
+    else if (o.cmd == "spec") rc = cmd_spec(o);
     else if (o.cmd == "tokenize") rc = cmd_tokenize(o);
     else usage();
     llama_backend_free();

@@ -35,7 +35,7 @@ type specRow struct {
 func runBenchSpec(args []string) error {
 	fs := newFlags("bench-spec", "[flags] MODEL",
 		"Measures speculative decoding against plain greedy decoding of the same -n tokens after a\n"+
-			"random -p-token prompt: with an oracle drafter that proposes the target's own greedy tokens,\n"+
+			"-p-token prompt (token i: (7919·i + 13) mod vocab, as llama-ref spec): with an oracle drafter that proposes the target's own greedy tokens,\n"+
 			"each right with probability -rates (the pipeline alone), and with the model's MTP head\n"+
 			"(qwen35, qwen35moe). -r rounds alternate plain and speculative decoding; the table gives\n"+
 			"the acceptance rate, tokens/s of both, their ratio, and whether the tokens were identical.")
@@ -99,10 +99,10 @@ func runBenchSpec(args []string) error {
 	}
 	defer cache.Close()
 
-	r := rand.New(rand.NewSource(1))
+	// The prompt llama-ref spec uses too (the same drafts and tokens).
 	prompt := make([]int32, *np)
 	for i := range prompt {
-		prompt[i] = int32(r.Intn(m.Vocab))
+		prompt[i] = int32((i*7919 + 13) % m.Vocab)
 	}
 	gopts := decoder.GenerateOptions{MaxTokens: *ng, Batch: *df.batch, IgnoreEOG: true}
 	plain := func() ([]int32, float64, error) {
