@@ -6,11 +6,12 @@ both):
   go/bin/ggml-rs bench-spec -json -r 1 ...   oracle drafts at acceptance
       rates 0/50/80/100% and the model's MTP head, each against plain
       decoding measured in alternation within the run
-  llama-ref spec -r 1 ...                   llama.cpp's MTP speculative
-      decoding (n_rs_seq rollback, draft-mtp's draft/process) against its
-      plain decoding
+  llama-ref spec -r 1 ...                   llama.cpp's speculative decoding
+      (n_rs_seq rollback) with the same oracle drafts (-oracle: the same
+      random numbers) and with the MTP head (draft-mtp's draft/process),
+      each against its plain decoding
 with the same prompt (token i = (7919 i + 13) mod vocab), generation length,
-draft length and threads, greedy. Prints per row: the acceptance rate,
+draft length and threads, greedy. Prints per row: the acceptance rates,
 tokens per verification step, speculative and plain tokens/s (mean ± sd over
 rounds) and their ratio, for ours and (MTP rows) llama.cpp's, the ratio of
 the two speculative speeds, and whether the speculative tokens equalled
@@ -37,14 +38,17 @@ def last_json(p, what):
 
 
 def ours(a, model):
+    rates = ",".join(str(float(r) / 100) for r in a.rates.split(",") if r)
     args = [a.ours, "bench-spec", "-json", "-r", "1", "-n", str(a.n), "-p", str(a.p), "-draft-max", str(a.draft),
-            "-threads", str(a.t), model]
+            "-rates", rates, "-threads", str(a.t), model]
     return last_json(subprocess.run(args, capture_output=True, text=True, timeout=a.timeout), "ggml-rs bench-spec")
 
 
-def ref(a, model):
-    args = [a.ref, "spec", "-r", "1", "-n", str(a.n), "-p", str(a.p), "-draft", str(a.draft), "-t", str(a.t), model]
-    return last_json(subprocess.run(args, capture_output=True, text=True, timeout=a.timeout), "llama-ref spec")
+def ref(a, model, drafter):
+    args = [a.ref, "spec", "-r", "1", "-n", str(a.n), "-p", str(a.p), "-draft", str(a.draft), "-t", str(a.t)]
+    if drafter != "mtp":
+        args += ["-oracle", str(float(drafter.split()[1].rstrip("%")) / 100)]
+    return last_json(subprocess.run(args + [model], capture_output=True, text=True, timeout=a.timeout), "llama-ref spec")
 
 
 def mean_sd(xs):
@@ -65,6 +69,7 @@ def main():
     ap.add_argument("-n", type=int, default=256)
     ap.add_argument("-p", type=int, default=32)
     ap.add_argument("--draft", type=int, default=3)
+    ap.add_argument("--rates", default="0,50,80,100", help="the oracle's acceptance rates, in percent")
     ap.add_argument("-t", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--timeout", type=float, default=900, help="seconds per run")
@@ -78,41 +83,43 @@ def main():
             "llama.cpp spec", "llama.cpp plain", "ratio", "spec ours/llama", "identical"]
     print("| " + " | ".join(cols) + " |")
     print("|" + "|".join("---" if i < 2 else "---:" for i in range(len(cols) - 1)) + "|---|")
+    drafters = [f"oracle {r}%" for r in a.rates.split(",") if r] + ["mtp"]
     for model in a.models:
-        runs_ours, runs_ref, notes = [], [], []
+        runs_ours, runs_ref, notes = [], {d: [] for d in drafters}, []
         for _ in range(a.rounds):
-            for name, f, acc in (("ggml-rs", ours, runs_ours), ("llama.cpp", ref, runs_ref)):
+            try:
+                runs_ours.append(ours(a, model))
+            except (RuntimeError, ValueError, subprocess.TimeoutExpired, OSError) as e:
+                notes.append(f"ggml-rs: {e}")
+            for d in drafters:
                 try:
-                    acc.append(f(a, model))
+                    runs_ref[d].append(ref(a, model, d))
                 except (RuntimeError, ValueError, subprocess.TimeoutExpired, OSError) as e:
-                    notes.append(f"{name}: {e}")
+                    notes.append(f"llama.cpp {d}: {e}")
         name = os.path.basename(model).removesuffix(".gguf")
-        drafts = [r["draft"] for r in runs_ours[0]["rows"]] if runs_ours else []
-        if runs_ref and "mtp" not in drafts:
-            drafts.append("mtp")
-        for d in drafts:
+        for d in drafters:
             rows = [row for run in runs_ours for row in run["rows"] if row["draft"] == d]
+            refs = runs_ref[d]
+            if not rows and not refs:
+                continue
             o_spec = mean_sd([r["tps"] for r in rows])
             o_plain = mean_sd([r["plain_tps"] for r in rows])
-            acc = f"{100 * sum(r['accepted'] for r in rows) / len(rows):5.1f}%" if rows else "-"
+            r_spec = mean_sd([r["spec"]["tps"] for r in refs])
+            r_plain = mean_sd([r["plain"]["tps"] for r in refs])
+            acc_o = f"{100 * sum(r['accepted'] for r in rows) / len(rows):.1f}%" if rows else "-"
+            dr = sum(r["drafted"] for r in refs)
+            acc_r = f"{100 * sum(r['accepted'] for r in refs) / dr:.1f}%" if dr else "-"
             per = f"{sum(r['tokens_per_step'] for r in rows) / len(rows):.2f}" if rows else "-"
-            same = "yes" if rows and all(r["identical"] for r in rows) else ("no" if rows else "-")
-            r_spec = r_plain = None
-            if d == "mtp" and runs_ref:
-                r_spec = mean_sd([r["spec"]["tps"] for r in runs_ref])
-                r_plain = mean_sd([r["plain"]["tps"] for r in runs_ref])
-                if not rows:
-                    dr = sum(r["drafted"] for r in runs_ref)
-                    acc = f"{100 * sum(r['accepted'] for r in runs_ref) / dr:5.1f}%" if dr else "-"
-                same += " / " + ("yes" if all(r["identical"] for r in runs_ref) else "no")
+            same_o = ("yes" if all(r["identical"] for r in rows) else "no") if rows else "-"
+            same_r = ("yes" if all(r["identical"] for r in refs) else "no") if refs else "-"
             ratio_o = f"{o_spec[0] / o_plain[0]:.2f}" if o_spec and o_plain else "-"
             ratio_r = f"{r_spec[0] / r_plain[0]:.2f}" if r_spec and r_plain else "-"
             vs = f"{o_spec[0] / r_spec[0]:.2f}" if o_spec and r_spec else "-"
-            print(f"| {name} | {d} | {acc} | {per} | {fmt(o_spec)} | {fmt(o_plain)} | {ratio_o} | "
-                  f"{fmt(r_spec)} | {fmt(r_plain)} | {ratio_r} | {vs} | {same} |", flush=True)
+            print(f"| {name} | {d} | {acc_o} / {acc_r} | {per} | {fmt(o_spec)} | {fmt(o_plain)} | {ratio_o} | "
+                  f"{fmt(r_spec)} | {fmt(r_plain)} | {ratio_r} | {vs} | {same_o} / {same_r} |", flush=True)
         for n in notes:
             print(f"bench-spec: {name}: {n}")
-    print("identical: the speculative tokens equal plain decoding's in every round (ours / llama.cpp's)")
+    print("accepted, identical: ours / llama.cpp's; identical: the speculative tokens equal plain decoding's in every round")
     return 0
 
 

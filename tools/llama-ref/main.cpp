@@ -51,7 +51,7 @@
 //       no p_min cutoff, no sampler). JSON {"model","n_vocab","n_embd",
 //       "tokens","mtp_logits":[row per position], and with -draft
 //       "target_next","draft":[d_1..d_N],"draft_logits":[row per step]}.
-//   llama-ref spec [-p 32] [-n 256] [-draft 3] [-r 3] [-t N] [-fa ...] MODEL
+//   llama-ref spec [-p 32] [-n 256] [-draft 3] [-oracle RATE] [-r 3] [-t N] [-fa ...] MODEL
 //       Speculative decoding with the MTP head (qwen35, qwen35moe) against
 //       plain decoding, greedy, as llama.cpp runs it: the target context
 //       with n_rs_seq = -draft (recurrent states of the last tokens kept for
@@ -70,7 +70,13 @@
 //       after a warm-up of each; the decode phase is timed. JSON
 //       {"plain":{"tps","sd"},"spec":{"tps","sd"},"drafted","accepted",
 //       "steps","generated","identical"} (identical: the speculative tokens
-//       equal plain decoding's in every round).
+//       equal plain decoding's in every round). With -oracle RATE the drafts
+//       are ggml-rs's speculate.Oracle's instead of the head's (any
+//       decoder; no MTP context): plain decoding's own tokens, each right
+//       with the probability p that makes the expected acceptance RATE
+//       ((p + ... + p^n)/n = RATE, by 60 bisections), else the token id
+//       plus one, drawn from splitmix64 seeded with the round number + 1
+//       (the warm-up is round 0): the same drafts as ggml-rs bench-spec.
 //   llama-ref tokenize [-special] MODEL TEXT
 //       JSON {"model","n_vocab","tokens"}: llama_tokenize of TEXT with a
 //       vocab-only load; -special sets add_special and parse_special (what
@@ -105,6 +111,7 @@ struct Opts {
     std::vector<std::vector<llama_token>> seqs;  // one per TOKEN argument
     bool all = false, json = false, verbose = false, special = false, multi = false, mtp = false;
     int threads = 0, n_draft = 0, n_decode = 0, n_pred = 64, n_prompt = 512, n_gen = 128, reps = 3, ubatch = 0;
+    double oracle = -1;  // spec: the oracle's acceptance rate (< 0: the MTP head drafts)
     llama_flash_attn_type fa = LLAMA_FLASH_ATTN_TYPE_AUTO;
 };
 
@@ -122,7 +129,7 @@ void usage() {
             "       llama-ref greedy [-n 64] [-ubatch N] [-t N] [-fa on|off|auto] [-mtp] MODEL TOKEN...\n"
             "       llama-ref bench [-p 512] [-n 128] [-r 3] [-ubatch N] [-t N] [-fa on|off|auto] [-json] MODEL\n"
             "       llama-ref mtp [-draft N] [-t N] [-fa on|off|auto] MODEL TOKEN...\n"
-            "       llama-ref spec [-p 32] [-n 256] [-draft 3] [-r 3] [-t N] [-fa on|off|auto] MODEL\n"
+            "       llama-ref spec [-p 32] [-n 256] [-draft 3] [-oracle RATE] [-r 3] [-t N] [-fa on|off|auto] MODEL\n"
             "       llama-ref tokenize [-special] MODEL TEXT\n"
             "       llama-ref tokenize -batch FILE MODEL\n");
     exit(2);
@@ -155,6 +162,12 @@ Opts parse(int argc, char ** argv) {
         else if (a == "-ubatch") o.ubatch = to_int(next());
         else if (a == "-decode") o.n_decode = to_int(next());
         else if (a == "-draft") o.n_draft = to_int(next());
+        else if (a == "-oracle") {
+            const char * v = next();
+            char * end = nullptr;
+            o.oracle = strtod(v, &end);
+            if (!*v || *end || o.oracle < 0 || o.oracle > 1) die("-oracle: a rate from 0 to 1, not %s", v);
+        }
         else if (a == "-batch") o.batch = next();
         else if (a == "-t") o.threads = to_int(next());
         else if (a == "-p") o.n_prompt = to_int(next());
@@ -198,6 +211,7 @@ Opts parse(int argc, char ** argv) {
     if (o.ubatch < 0) die("-ubatch must be positive");
     if (o.n_draft < 0) die("-draft must not be negative");
     if (o.n_draft && o.cmd != "mtp" && o.cmd != "spec") die("-draft is for mtp and spec");
+    if (o.oracle >= 0 && o.cmd != "spec") die("-oracle is for spec");
     if (o.multi) {
         if (o.cmd != "logits") die("-seqs is for logits");
         if (o.all || o.n_decode) die("-seqs takes neither -all nor -decode");
@@ -519,16 +533,56 @@ Stats stats(const std::vector<double> & v) {
     return {m, v.size() > 1 ? std::sqrt(q / (v.size() - 1)) : 0.0};
 }
 
+// The oracle drafter of ggml-rs's go/model/speculate/oracle.go, step for
+// step (the same numbers from the same seed).
+struct Oracle {
+    const std::vector<llama_token> & tokens;
+    double rate;
+    int n_vocab;
+    uint64_t seed;
+    size_t next = 1;  // index in tokens of the token after the last emitted one
+    double uniform() {
+        seed += 0x9e3779b97f4a7c15ULL;
+        uint64_t z = seed;
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+        z ^= z >> 31;
+        return (double) (z >> 11) * (1.0 / 9007199254740992.0);
+    }
+    double per_token(int n) const {
+        if (rate <= 0 || rate >= 1) return std::max(0.0, std::min(1.0, rate));
+        double lo = 0, hi = 1;
+        for (int it = 0; it < 60; it++) {
+            double p = (lo + hi) / 2, s = 0, q = 1;
+            for (int i = 0; i < n; i++) { q *= p; s += q; }
+            if (s / n < rate) lo = p; else hi = p;
+        }
+        return (lo + hi) / 2;
+    }
+    std::vector<llama_token> draft(int n) {
+        double p = per_token(n);
+        std::vector<llama_token> out;
+        for (int i = 0; i < n && next + i < tokens.size(); i++) {
+            llama_token t = tokens[next + i];
+            if (uniform() >= p) t = (t + 1) % n_vocab;
+            out.push_back(t);
+        }
+        return out;
+    }
+    void accept(size_t kept) { next += 1 + kept; }
+};
+
 // spec: see the header.
 int cmd_spec(const Opts & o) {
     Opts om = o;
-    om.mtp = true;
+    const bool oracle = o.oracle >= 0;
+    om.mtp = !oracle;
     const int n_draft = o.n_draft > 0 ? o.n_draft : 3;
     const int n_prompt = o.n_prompt, n_gen = o.n_gen;
     if (n_prompt < 1 || n_gen < 1) die("-p and -n must be positive");
     const int n_ctx = n_prompt + n_gen + n_draft + 8;
     Session s(om, n_ctx, std::max(n_ctx, 512));  // plain decoding's context
-    if (llama_model_n_layer_nextn(s.model) <= 0) die("%s has no MTP (nextn) layers", o.model.c_str());
+    if (!oracle && llama_model_n_layer_nextn(s.model) <= 0) die("%s has no MTP (nextn) layers", o.model.c_str());
     const int n_embd = llama_model_n_embd_out(s.model);
     std::vector<llama_token> prompt(n_prompt);
     for (int i = 0; i < n_prompt; i++) prompt[i] = (llama_token) (((long long) i * 7919 + 13) % s.n_vocab);
@@ -538,19 +592,23 @@ int cmd_spec(const Opts & o) {
     llama_context * tgt = llama_init_from_model(s.model, cpt);
     if (!tgt) die("cannot create a speculative target context for %s", o.model.c_str());
     llama_attach_threadpool(tgt, s.tp, nullptr);
-    if (llama_n_rs_seq(tgt) != (uint32_t) n_draft) die("the target context keeps no rollback states (n_rs_seq %s)", std::to_string(llama_n_rs_seq(tgt)).c_str());
-    llama_context_params cpd = s.cp;
-    cpd.ctx_type = LLAMA_CONTEXT_TYPE_MTP;
-    cpd.n_ctx = llama_n_ctx(tgt);
-    cpd.n_rs_seq = 0;
-    cpd.ctx_other = tgt;
-    llama_context * dft = llama_init_from_model(s.model, cpd);
-    if (!dft) die("cannot create an MTP context for %s", o.model.c_str());
-    llama_attach_threadpool(dft, s.tp, nullptr);
-    llama_set_embeddings_nextn(tgt, true, /*masked*/ false);
-    llama_set_embeddings_nextn(dft, true, /*masked*/ true);
+    const bool recurrent = llama_model_is_recurrent(s.model) || llama_model_is_hybrid(s.model);
+    if (recurrent && llama_n_rs_seq(tgt) != (uint32_t) n_draft) die("the target context keeps no rollback states (n_rs_seq %s)", std::to_string(llama_n_rs_seq(tgt)).c_str());
+    llama_context * dft = nullptr;
+    if (!oracle) {
+        llama_context_params cpd = s.cp;
+        cpd.ctx_type = LLAMA_CONTEXT_TYPE_MTP;
+        cpd.n_ctx = llama_n_ctx(tgt);
+        cpd.n_rs_seq = 0;
+        cpd.ctx_other = tgt;
+        dft = llama_init_from_model(s.model, cpd);
+        if (!dft) die("cannot create an MTP context for %s", o.model.c_str());
+        llama_attach_threadpool(dft, s.tp, nullptr);
+        llama_set_embeddings_nextn(tgt, true, /*masked*/ false);
+        llama_set_embeddings_nextn(dft, true, /*masked*/ true);
+    }
     llama_batch_ext * bt = llama_batch_ext_init(tgt);
-    llama_batch_ext * bd = llama_batch_ext_init(dft);
+    llama_batch_ext * bd = oracle ? nullptr : llama_batch_ext_init(dft);
     auto add = [&](llama_batch_ext * b, llama_token t, llama_pos pos, const float * embd) {
         int32_t idx = llama_batch_ext_add_token(b, 0, t);
         if (idx < 0) die("llama_batch_ext_add_token failed (%s)", std::to_string(idx).c_str());
@@ -582,20 +640,25 @@ int cmd_spec(const Opts & o) {
         return (n_gen - 1) / seconds(t0);
     };
     long drafted = 0, accepted = 0, steps = 0, generated = 0;
-    auto spec = [&](std::vector<llama_token> & out) {
+    auto spec = [&](std::vector<llama_token> & out, const std::vector<llama_token> & want, int round) {
+        Oracle orc{want, o.oracle, s.n_vocab, (uint64_t) round + 1};
         llama_memory_clear(llama_get_memory(tgt), false);
-        llama_memory_clear(llama_get_memory(dft), false);
         llama_batch_ext_clear(bt);
         for (int k = 0; k < n_prompt; k++) add(bt, prompt[k], k, nullptr);
         process(tgt, bt, "target prompt");
-        const float * h = llama_get_embeddings_nextn(tgt);
-        if (!h) die("no nextn embeddings from the target");
-        std::vector<float> hp(h, h + (size_t) n_prompt * n_embd), zeros(n_embd, 0.0f);
         llama_token tok = argmax(llama_get_logits_ith(tgt, n_prompt - 1), s.n_vocab);
-        llama_batch_ext_clear(bd);
-        for (int k = 0; k < n_prompt; k++) add(bd, prompt[k], k, k == 0 ? zeros.data() : hp.data() + (size_t) (k - 1) * n_embd);
-        process(dft, bd, "MTP prompt");
-        std::vector<float> pending(hp.end() - n_embd, hp.end()), hprev = pending, dh;
+        std::vector<float> hp, zeros(n_embd, 0.0f), pending, hprev, dh;
+        if (!oracle) {
+            llama_memory_clear(llama_get_memory(dft), false);
+            const float * h = llama_get_embeddings_nextn(tgt);
+            if (!h) die("no nextn embeddings from the target");
+            hp.assign(h, h + (size_t) n_prompt * n_embd);
+            llama_batch_ext_clear(bd);
+            for (int k = 0; k < n_prompt; k++) add(bd, prompt[k], k, k == 0 ? zeros.data() : hp.data() + (size_t) (k - 1) * n_embd);
+            process(dft, bd, "MTP prompt");
+            pending.assign(hp.end() - n_embd, hp.end());
+            hprev = pending;
+        }
         out.assign(1, tok);
         int cur = n_prompt;  // tok's position
         auto t0 = std::chrono::steady_clock::now();
@@ -603,40 +666,50 @@ int cmd_spec(const Opts & o) {
             const int n = std::min(n_draft, n_gen - (int) out.size());
             // draft(): the head from (tok, its predecessor's target state).
             std::vector<llama_token> d;
-            llama_token last = tok;
-            for (int i = 0; i < n; i++) {
-                llama_batch_ext_clear(bd);
-                add(bd, last, cur + i, pending.data());
-                process(dft, bd, "MTP draft");
-                last = argmax(llama_get_logits_ith(dft, 0), s.n_vocab);
-                d.push_back(last);
-                const float * hd = llama_get_embeddings_nextn_ith(dft, 0);
-                pending.assign(hd, hd + n_embd);
+            if (oracle) {
+                d = orc.draft(n);
+            } else {
+                llama_token last = tok;
+                for (int i = 0; i < n; i++) {
+                    llama_batch_ext_clear(bd);
+                    add(bd, last, cur + i, pending.data());
+                    process(dft, bd, "MTP draft");
+                    last = argmax(llama_get_logits_ith(dft, 0), s.n_vocab);
+                    d.push_back(last);
+                    const float * hd = llama_get_embeddings_nextn_ith(dft, 0);
+                    pending.assign(hd, hd + n_embd);
+                }
+                llama_memory_seq_rm(llama_get_memory(dft), 0, cur, -1);
             }
-            llama_memory_seq_rm(llama_get_memory(dft), 0, cur, -1);
+            const int nd = (int) d.size();
             // Verify [tok, d...] in one batch.
             llama_batch_ext_clear(bt);
-            for (int i = 0; i <= n; i++) add(bt, i == 0 ? tok : d[i - 1], cur + i, nullptr);
+            for (int i = 0; i <= nd; i++) add(bt, i == 0 ? tok : d[i - 1], cur + i, nullptr);
             process(tgt, bt, "target verify");
             std::vector<llama_token> kept;
             llama_token next = -1;
-            for (int i = 0; i <= n; i++) {
+            for (int i = 0; i <= nd; i++) {
                 llama_token t = argmax(llama_get_logits_ith(tgt, i), s.n_vocab);
                 out.push_back(t);
-                if (i == n || t != d[i] || (int) out.size() >= n_gen) { next = t; if (i < n && t == d[i]) kept.push_back(t); break; }
+                if (i == nd || t != d[i] || (int) out.size() >= n_gen) { next = t; if (i < nd && t == d[i]) kept.push_back(t); break; }
                 kept.push_back(t);
             }
-            steps++, drafted += n, accepted += (long) kept.size();
-            // Keep the target's states of tok and the kept drafts; roll back the rest.
-            dh.assign(llama_get_embeddings_nextn(tgt), llama_get_embeddings_nextn(tgt) + (size_t) (kept.size() + 1) * n_embd);
+            steps++, drafted += nd, accepted += (long) kept.size();
+            // Roll the target back past the rejected drafts.
             if (!llama_memory_seq_rm(llama_get_memory(tgt), 0, cur + 1 + (int) kept.size(), -1)) die("the target cannot roll back");
-            // process(): tok with hprev, kept[j] with the target state of the row before.
-            llama_batch_ext_clear(bd);
-            for (size_t j = 0; j <= kept.size(); j++)
-                add(bd, j == 0 ? tok : kept[j - 1], cur + (int) j, j == 0 ? hprev.data() : dh.data() + (j - 1) * n_embd);
-            process(dft, bd, "MTP process");
-            hprev.assign(dh.end() - n_embd, dh.end());
-            pending = hprev;
+            if (oracle) {
+                orc.accept(kept.size());
+            } else {
+                // process(): tok with hprev, kept[j] with the target state of the row before.
+                const float * h = llama_get_embeddings_nextn(tgt);
+                dh.assign(h, h + (size_t) (kept.size() + 1) * n_embd);
+                llama_batch_ext_clear(bd);
+                for (size_t j = 0; j <= kept.size(); j++)
+                    add(bd, j == 0 ? tok : kept[j - 1], cur + (int) j, j == 0 ? hprev.data() : dh.data() + (j - 1) * n_embd);
+                process(dft, bd, "MTP process");
+                hprev.assign(dh.end() - n_embd, dh.end());
+                pending = hprev;
+            }
             cur += 1 + (int) kept.size();
             tok = next;
         }
@@ -651,19 +724,19 @@ int cmd_spec(const Opts & o) {
     for (int r = 0; r <= o.reps; r++) {
         double a = plain(want);
         if (r == 0) drafted = accepted = steps = generated = 0;
-        double b = spec(got);
+        double b = spec(got, want, r);
         if (r == 0) { drafted = accepted = steps = generated = 0; continue; }
         tp.push_back(a), ts.push_back(b);
         identical = identical && got == want;
     }
     llama_batch_ext_free(bt);
-    llama_batch_ext_free(bd);
-    llama_free(dft);
+    if (bd) llama_batch_ext_free(bd);
+    if (dft) llama_free(dft);
     llama_free(tgt);
     Stats p = stats(tp), q = stats(ts);
-    printf("{\"model\":%s,\"threads\":%d,\"draft\":%d,\"n\":%d,\"plain\":{\"tps\":%.3f,\"sd\":%.3f},\"spec\":{\"tps\":%.3f,\"sd\":%.3f},"
+    printf("{\"model\":%s,\"drafter\":%s,\"threads\":%d,\"draft\":%d,\"n\":%d,\"plain\":{\"tps\":%.3f,\"sd\":%.3f},\"spec\":{\"tps\":%.3f,\"sd\":%.3f},"
            "\"drafted\":%ld,\"accepted\":%ld,\"steps\":%ld,\"generated\":%ld,\"identical\":%s}\n",
-           json_str(o.model).c_str(), o.threads, n_draft, n_gen, p.mean, p.sd, q.mean, q.sd, drafted, accepted, steps, generated,
+           json_str(o.model).c_str(), oracle ? ("\"oracle " + std::to_string((int) std::lround(100 * o.oracle)) + "%\"").c_str() : "\"mtp\"", o.threads, n_draft, n_gen, p.mean, p.sd, q.mean, q.sd, drafted, accepted, steps, generated,
            identical ? "true" : "false");
     return 0;
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"math/rand"
 	"os"
 	"slices"
 	"strconv"
@@ -24,6 +23,9 @@ type specRow struct {
 	Rate      float64 `json:"rate,omitempty"` // the oracle's per-token rate
 	Accepted  float64 `json:"accepted"`       // share of drafted tokens kept
 	PerStep   float64 `json:"tokens_per_step"`
+	Steps     int     `json:"steps"` // of the measured rounds, as Drafted and AcceptedN
+	Drafted   int     `json:"drafted"`
+	AcceptedN int     `json:"accepted_tokens"`
 	TPS       float64 `json:"tps"`
 	SD        float64 `json:"sd"`
 	PlainTPS  float64 `json:"plain_tps"`
@@ -134,7 +136,7 @@ func runBenchSpec(args []string) error {
 	var ds []drafter
 	for _, rate := range rates {
 		ds = append(ds, drafter{fmt.Sprintf("oracle %.0f%%", 100*rate), rate, func(round int) speculate.Drafter {
-			return &speculate.Oracle{Tokens: want, Rate: rate, Vocab: m.Vocab, Rand: rand.New(rand.NewSource(int64(round + 1)))}
+			return &speculate.Oracle{Tokens: want, Rate: rate, Vocab: m.Vocab, Seed: uint64(round + 1)}
 		}})
 	}
 	if head != nil {
@@ -167,6 +169,7 @@ func runBenchSpec(args []string) error {
 		row.TPS, row.SD = meanStd(tps)
 		row.PlainTPS, row.PlainSD = meanStd(plainTPS)
 		row.Ratio = row.TPS / row.PlainTPS
+		row.Steps, row.Drafted, row.AcceptedN = steps, drafted, accepted
 		if drafted > 0 {
 			row.Accepted = float64(accepted) / float64(drafted)
 		}

@@ -21,7 +21,6 @@ package speculate_test
 
 import (
 	"context"
-	"math/rand"
 	"os"
 	"path/filepath"
 	"slices"
@@ -146,7 +145,7 @@ func TestSpeculativeIsExact(t *testing.T) {
 						t.Errorf("%s, MTP drafts: differs from plain decoding at token %d of %d", mode, firstDiff(got, want), len(want))
 					}
 					for _, rate := range []float64{1, 0.8, 0.5} {
-						o := &speculate.Oracle{Tokens: want, Rate: rate, Vocab: m.Vocab, Rand: rand.New(rand.NewSource(7))}
+						o := &speculate.Oracle{Tokens: want, Rate: rate, Vocab: m.Vocab, Seed: 7}
 						got, st := speculative(t, m, o, greedy, 3)
 						t.Logf("%s, oracle %.0f%%: %d steps, acceptance %.1f%%", mode, 100*rate, st.Steps, 100*st.AcceptanceRate())
 						if !slices.Equal(got, want) {
@@ -179,7 +178,7 @@ func TestSpeculativeIsExactWithPrimitiveDeltaNet(t *testing.T) {
 	}
 	want := plain(t, m, true)
 	for _, rate := range []float64{0.8, 0.3} {
-		o := &speculate.Oracle{Tokens: want, Rate: rate, Vocab: m.Vocab, Rand: rand.New(rand.NewSource(3))}
+		o := &speculate.Oracle{Tokens: want, Rate: rate, Vocab: m.Vocab, Seed: 3}
 		got, st := speculative(t, m, o, true, 4)
 		if !slices.Equal(got, want) {
 			t.Errorf("oracle at %.0f%%: differs from plain decoding at token %d of %d", 100*rate, firstDiff(got, want), len(want))
@@ -237,9 +236,9 @@ func TestSpeculativeManySequences(t *testing.T) {
 			}
 			reqs := []speculate.Request{
 				{Prompt: prompts[0], Drafter: &speculate.MTP{Head: head, Cache: hc, Seq: 0}, Emit: emit(0)},
-				{Prompt: prompts[1], Drafter: &speculate.Oracle{Tokens: want[1], Rate: 0.8, Vocab: m.Vocab, Rand: rand.New(rand.NewSource(5))},
+				{Prompt: prompts[1], Drafter: &speculate.Oracle{Tokens: want[1], Rate: 0.8, Vocab: m.Vocab, Seed: 5},
 					Sampler: sampler(false), Emit: emit(1)},
-				{Prompt: prompts[2], Drafter: &speculate.Oracle{Tokens: want[2], Rate: 0.5, Vocab: m.Vocab, Rand: rand.New(rand.NewSource(6))},
+				{Prompt: prompts[2], Drafter: &speculate.Oracle{Tokens: want[2], Rate: 0.5, Vocab: m.Vocab, Seed: 6},
 					Emit: emit(2)},
 			}
 			st, err := speculate.GenerateMany(m, c, reqs, speculate.Options{GenerateOptions: decoder.GenerateOptions{MaxTokens: n, IgnoreEOG: true}, Max: 3})

@@ -61,6 +61,26 @@ pub struct Layout {
     pub no_extra_bufts: bool,
 }
 
+/// The extra buffer types of a CPU device (repacked weights: ggml's repack,
+/// AMX, KleidiAI), in ggml's order of preference.
+pub(crate) fn extra_bufts(cpu_dev: sys::ggml_backend_dev_t) -> Vec<sys::ggml_backend_buffer_type_t> {
+    let mut extra = Vec::new();
+    unsafe {
+        let reg = sys::ggml_backend_dev_backend_reg(cpu_dev);
+        let name = CString::new("ggml_backend_dev_get_extra_bufts").unwrap();
+        let f = sys::ggml_backend_reg_get_proc_address(reg, name.as_ptr());
+        if !f.is_null() {
+            let f: unsafe extern "C" fn(sys::ggml_backend_dev_t) -> *mut sys::ggml_backend_buffer_type_t = std::mem::transmute(f);
+            let mut p = f(cpu_dev);
+            while !p.is_null() && !(*p).is_null() {
+                extra.push(*p);
+                p = p.add(1);
+            }
+        }
+    }
+    extra
+}
+
 /// Picks buffer types: the device default, or for CPU-resident matmul
 /// weights the first extra buffer type the CPU supports for that weight.
 pub(crate) struct BuftChooser {
@@ -78,22 +98,7 @@ impl Drop for BuftChooser {
 
 impl BuftChooser {
     pub fn new(cpu_dev: sys::ggml_backend_dev_t, cpu_buft: sys::ggml_backend_buffer_type_t, use_extra: bool) -> BuftChooser {
-        let mut extra = Vec::new();
-        if use_extra {
-            unsafe {
-                let reg = sys::ggml_backend_dev_backend_reg(cpu_dev);
-                let name = CString::new("ggml_backend_dev_get_extra_bufts").unwrap();
-                let f = sys::ggml_backend_reg_get_proc_address(reg, name.as_ptr());
-                if !f.is_null() {
-                    let f: unsafe extern "C" fn(sys::ggml_backend_dev_t) -> *mut sys::ggml_backend_buffer_type_t = std::mem::transmute(f);
-                    let mut p = f(cpu_dev);
-                    while !p.is_null() && !(*p).is_null() {
-                        extra.push(*p);
-                        p = p.add(1);
-                    }
-                }
-            }
-        }
+        let extra = if use_extra { extra_bufts(cpu_dev) } else { Vec::new() };
         let params = sys::ggml_init_params { mem_size: 8 * unsafe { sys::ggml_tensor_overhead() }, mem_buffer: std::ptr::null_mut(), no_alloc: true };
         let probe = unsafe { sys::ggml_init(params) };
         BuftChooser { cpu_dev, cpu_buft, extra, probe }

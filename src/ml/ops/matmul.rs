@@ -97,6 +97,25 @@ pub(crate) fn dense_rows(t: Tensor) -> bool {
     nb[0] == crate::ml::tensor::elem_size(t.dtype()) && nb[0] <= nb[1] // !ggml_is_transposed
 }
 
+/// Whether `a`'s memory is in one of the CPU's extra buffer types (repacked
+/// weights: ggml's repack, AMX, KleidiAI), whose kernels take over its
+/// products: their several-row kernels (gemm) give the same bits as their
+/// one-row ones (gemv) on x86 (tested by the speculative exactness tests),
+/// so row-wise mode leaves them their gemm.
+fn in_extra_buffer(a: Tensor) -> bool {
+    let buf = a.raw().buffer;
+    if buf.is_null() {
+        return false;
+    }
+    unsafe {
+        let buft = sys::ggml_backend_buffer_get_type(buf);
+        let dev = sys::ggml_backend_buft_get_device(buft);
+        !dev.is_null()
+            && sys::ggml_backend_dev_type(dev) == sys::GGML_BACKEND_DEVICE_TYPE_CPU
+            && crate::ml::model::weights::extra_bufts(dev).contains(&buft)
+    }
+}
+
 pub(crate) fn is_float(t: sys::ggml_type) -> bool {
     matches!(t, check::F32 | check::F16 | check::BF16)
 }
@@ -165,7 +184,7 @@ impl Context {
     pub(crate) fn build_mul_mat(&mut self, op: &str, a: Tensor, b: Tensor, full_prec: bool) -> Result<Tensor> {
         let [_, _, a2, a3] = a.ne();
         let [k, rows, b2, b3] = b.ne();
-        let row_wise = self.row_wise() && rows > 1 && a2 == 1 && a3 == 1 && b2 == 1 && b3 == 1;
+        let row_wise = self.row_wise() && rows > 1 && a2 == 1 && a3 == 1 && b2 == 1 && b3 == 1 && !in_extra_buffer(a);
         let ctx = self.room(op, if row_wise { 6 } else { 3 })?;
         let a = if dense_rows(a) { a } else { self.made(op, unsafe { sys::ggml_cont(ctx, a.as_ptr()) })? };
         let dense = if row_wise { unsafe { sys::ggml_is_contiguous(b.as_ptr()) } } else { dense_rows(b) };
