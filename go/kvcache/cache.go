@@ -336,7 +336,9 @@ func (c *Cache) Rewind(seq, k int) error {
 		p.remove(seq, have-k)
 	}
 	c.lens[seq] = have - k
-	c.gen++
+	// No c.gen++: a graph reused after a rewind gets its cells, masks and
+	// state rows rewritten by Reuse, which compares the rest of the
+	// layout (history lengths, recurrent rows).
 	return nil
 }
 
@@ -539,6 +541,7 @@ type Window struct {
 	seqs     []int
 	counts   []int
 	histLens [2]int
+	rowHists [2][]int
 	rec      recLayout
 	loc      [2]ml.Tensor
 	masks    [2][]ml.Tensor
@@ -552,7 +555,7 @@ func (c *Cache) Window() Window {
 	w := Window{gen: c.gen, seqs: slices.Clone(c.ub.Seqs), counts: slices.Clone(c.ub.Counts)}
 	for i, p := range []*pool{c.full, c.swa} {
 		if p != nil {
-			w.histLens[i], w.loc[i] = p.histLen, p.locT
+			w.histLens[i], w.loc[i], w.rowHists[i] = p.histLen, p.locT, slices.Clone(p.rowHist)
 			for _, m := range p.masks {
 				w.masks[i] = append(w.masks[i], m.in)
 			}
@@ -574,7 +577,7 @@ func (c *Cache) Reuse(w Window) bool {
 		return false
 	}
 	for i, p := range []*pool{c.full, c.swa} {
-		if p != nil && (p.histLen != w.histLens[i] || w.loc[i] == nil) {
+		if p != nil && (p.histLen != w.histLens[i] || w.loc[i] == nil || !slices.Equal(p.rowHist, w.rowHists[i])) {
 			return false
 		}
 	}
@@ -716,6 +719,13 @@ func (c *Cache) ConvState(ctx ml.Context, layer int) ml.Tensor {
 // channels, sequences] of layer.
 func (c *Cache) SetConvState(ctx ml.Context, layer int, state ml.Tensor) {
 	c.recurrentOf(layer).set(ctx, layer, 0, state)
+}
+
+// SetConvStates stores the convolution states after each of the batch's
+// last StatesKept() tokens (states[j]: j tokens before the last, [convWidth-1,
+// channels, sequences], any strides).
+func (c *Cache) SetConvStates(ctx ml.Context, layer int, states []ml.Tensor) {
+	c.recurrentOf(layer).setPlanes(ctx, layer, 0, states)
 }
 
 // DeltaState is layer's delta-net state for the batch's sequences:

@@ -139,6 +139,12 @@ func (r *recurrent) prepare(slots []int, tokens int) {
 		}
 	}
 	r.readBase, r.writeBase = consecutive(r.readIDs), consecutive(r.writeIDs[:n])
+	if r.planes > 1 {
+		// A rewind moves a sequence's read plane: gathered reads keep the
+		// graph's layout the same from one verification to the next
+		// (graph reuse), at the price of a copy of the states.
+		r.readBase = -1
+	}
 }
 
 // consecutive is ids[0] when ids count up by one from it, else -1.
@@ -233,6 +239,26 @@ func (r *recurrent) set(ctx ml.Context, layer, which int, st ml.Tensor) {
 		ids = ids.View(ctx, 0, n)
 	}
 	ctx.Forward(all.SetRows(ctx, st.Reshape(ctx, size, n*m), ids))
+}
+
+// setPlanes stores state `which` of layer after each of the batch's last
+// m tokens (states[j]: j tokens before the last; [shape..., sequences],
+// any strides), each straight into its plane.
+func (r *recurrent) setPlanes(ctx ml.Context, layer, which int, states []ml.Tensor) {
+	all := r.states[which][layer]
+	n := len(r.slots)
+	if len(states) != r.m {
+		panic(errorf("layer %d: %d states per sequence, want %d", layer, len(states), r.m))
+	}
+	shape := append(append([]int{}, r.shapes[which][layer]...), n)
+	for j, st := range states {
+		if r.writeBase >= 0 {
+			ctx.Forward(st.Copy(ctx, rows(ctx, all, r.writeBase+j*r.n, n).Reshape(ctx, shape...)))
+			continue
+		}
+		ids := r.writeT.View(ctx, j*n*r.writeT.Stride(0), n)
+		ctx.Forward(all.SetRows(ctx, st.Contiguous(ctx).Reshape(ctx, product(r.shapes[which][layer]), n), ids))
+	}
 }
 
 // rows is the view of the n consecutive rows from row `from` of all.

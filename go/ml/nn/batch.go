@@ -42,11 +42,17 @@ type RecurrentCache interface {
 	// DeltaState is [stateSize, stateSize, heads, sequences].
 	DeltaState(ctx ml.Context, layer int) ml.Tensor
 	SetDeltaState(ctx ml.Context, layer int, state ml.Tensor)
-	// StatesKept is m, how many states per sequence the Set methods take:
-	// those after each of the batch's last m tokens, the last first
-	// ([.., sequences·m], sequence-minor), so that the cache can rewind
-	// past some of them; 1 (only the final state) unless asked.
+	// StatesKept is m, how many states per sequence the cache keeps of the
+	// batch: those after each of its last m tokens, so that it can rewind
+	// past some of them; 1 (only the final state) unless asked. With m >
+	// 1, SetDeltaState takes them all, the last first ([.., sequences·m],
+	// sequence-minor), and the convolution states go to SetConvStates.
 	StatesKept() int
+	// SetConvStates stores the convolution states after each of the
+	// batch's last m tokens: states[j] is the one j tokens before the
+	// last, [convWidth-1, channels, sequences] (any strides: views of the
+	// convolution's input window).
+	SetConvStates(ctx ml.Context, layer int, states []ml.Tensor)
 }
 
 // Cache is a cache for both kinds of layers.

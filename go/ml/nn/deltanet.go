@@ -80,6 +80,7 @@ func (l *DeltaNet) Forward(ctx ml.Context, x ml.Tensor, b *Batch, layer int) ml.
 	m := b.Cache.StatesKept()
 	conv := b.Cache.ConvState(ctx, layer)
 	var convOut, convNext ml.Tensor
+	var convKept []ml.Tensor // with m > 1: the states after each of the last m tokens
 	if cc, ok := qkv.(ml.CausalConv); ok && m == 1 {
 		convOut, convNext = cc.CausalConv(ctx, conv, l.Conv)
 	} else {
@@ -87,13 +88,11 @@ func (l *DeltaNet) Forward(ctx ml.Context, x ml.Tensor, b *Batch, layer int) ml.
 		// width-1 columns from t.
 		w := conv.Concat(ctx, qkv.Permute(ctx, 1, 0, 2, 3), 0)
 		convOut = w.SSMConv(ctx, l.Conv)
-		for j := range m {
-			st := w.Slice(ctx, 0, T-j, T-j+l.Conv.Dim(0)-1, 1).Contiguous(ctx)
-			if j == 0 {
-				convNext = st
-			} else {
-				convNext = convNext.Concat(ctx, st, 2)
-			}
+		if m == 1 {
+			convNext = w.Slice(ctx, 0, T, T+l.Conv.Dim(0)-1, 1).Contiguous(ctx)
+		}
+		for j := 0; j < m && m > 1; j++ {
+			convKept = append(convKept, w.View(ctx, (T-j)*w.Stride(0), l.Conv.Dim(0)-1, w.Stride(1), w.Dim(1), w.Stride(2), nS))
 		}
 	}
 	mix := convOut.SILU(ctx) // [ch, T, nS]
@@ -129,7 +128,11 @@ func (l *DeltaNet) Forward(ctx ml.Context, x ml.Tensor, b *Batch, layer int) ml.
 	// place, so everything that reads those (the primitive rule's chunk
 	// outputs read the initial state) must be in the graph first.
 	ctx.Forward(out)
-	b.Cache.SetConvState(ctx, layer, convNext)
+	if convKept != nil {
+		b.Cache.SetConvStates(ctx, layer, convKept)
+	} else {
+		b.Cache.SetConvState(ctx, layer, convNext)
+	}
 	b.Cache.SetDeltaState(ctx, layer, next)
 	return out
 }

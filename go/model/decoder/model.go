@@ -117,13 +117,17 @@ func (m *Model) NewCache(o CacheOptions) (*kvcache.Cache, error) {
 		Window: m.Window, MaxBatch: o.MaxBatch, Rewind: o.Rewind})
 }
 
-// stepGraph is a computed decode-step graph kept for the next step.
+// stepGraph is a computed graph kept for the next batch of the same
+// layout (a decode step, a speculative verification, an MTP draft step):
+// its inputs are rewritten and it is computed again.
 type stepGraph struct {
-	ctx      ml.Context
-	cache    *kvcache.Cache
-	window   kvcache.Window
-	tok, pos ml.Tensor
-	out      ml.Tensor
+	ctx           ml.Context
+	cache         *kvcache.Cache
+	window        kvcache.Window
+	n             int  // tokens, every row read
+	rowWise       bool // as RunOptions.RowWise
+	tok, pos, hin ml.Tensor
+	out, hid      ml.Tensor // hid: the hidden states, when wanted
 }
 
 // ReleaseGraph frees the graph kept for the next decode step (Generate
@@ -306,13 +310,13 @@ func (m *Model) forward(cache *kvcache.Cache, ub *kvcache.Ubatch, rows []int32, 
 		}
 	}()
 	n := ub.Len()
-	// One token per sequence, every row read: a decode step, whose graph
-	// the next step may reuse (not yet with hidden states in or out).
-	step := n == len(ub.Seqs) && len(rows) == n && m.NextN == nil && !wantHidden && !ub.RowWise
-	if step {
-		if out, ok, err := m.reuse(cache, ub); ok || err != nil {
+	// Every row read: a graph the next batch of the same layout may reuse
+	// (decode steps, speculative verifications, MTP draft steps).
+	reusable := len(rows) == n && !m.NoGraphReuse
+	if reusable {
+		if lg, hd, ok, err := m.reuse(cache, ub, hin, wantHidden); ok || err != nil {
 			done = err == nil
-			return out, nil, err
+			return lg, hd, err
 		}
 	}
 
@@ -345,6 +349,7 @@ func (m *Model) forward(cache *kvcache.Cache, ub *kvcache.Ubatch, rows []int32, 
 	in := ctx.Input()
 	tok := in.FromInts(ub.Tokens, n)
 	pos := m.positions(in, cache.Positions())
+	var hinT ml.Tensor
 	b := &nn.Batch{Positions: pos, Tokens: n, Cache: cache}
 	if ub.Equal {
 		b.Seqs, b.SeqTokens = len(ub.Seqs), ub.SeqTokens
@@ -358,7 +363,8 @@ func (m *Model) forward(cache *kvcache.Cache, ub *kvcache.Ubatch, rows []int32, 
 
 	x := m.TokEmb.Rows(ctx, tok)
 	if m.NextN != nil {
-		h := in.FromFloats(hin, m.Hidden, n)
+		hinT = in.FromFloats(hin, m.Hidden, n)
+		h := hinT
 		x = x.RMSNorm(ctx, m.NextN.ENorm, m.Eps).Concat(ctx, h.RMSNorm(ctx, m.NextN.HNorm, m.Eps), 0)
 		x = m.NextN.EHProj.Mulmat(ctx, x)
 	}
@@ -398,22 +404,24 @@ func (m *Model) forward(cache *kvcache.Cache, ub *kvcache.Ubatch, rows []int32, 
 	if hid != nil {
 		hidden = splitRows(hid.Floats(), m.Hidden, n)
 	}
-	if step && !m.NoGraphReuse {
+	if reusable {
 		m.dropGraph()
-		m.last = &stepGraph{ctx: ctx, cache: cache, window: window, tok: tok, pos: pos, out: out}
+		m.last = &stepGraph{ctx: ctx, cache: cache, window: window, n: n, rowWise: ub.RowWise,
+			tok: tok, pos: pos, hin: hinT, out: out, hid: hid}
 		keep = true
 	}
 	return logits, hidden, nil
 }
 
-// reuse computes a decode step on the previous step's graph if the
-// prepared batch has its layout; ok is false when a new graph is needed.
-func (m *Model) reuse(cache *kvcache.Cache, ub *kvcache.Ubatch) (logits [][]float32, ok bool, err error) {
+// reuse computes the batch on the previous batch's graph if it has its
+// layout (tokens, row-wise mode, hidden states wanted, the cache's window);
+// ok is false when a new graph is needed.
+func (m *Model) reuse(cache *kvcache.Cache, ub *kvcache.Ubatch, hin []float32, wantHidden bool) (logits, hidden [][]float32, ok bool, err error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	g := m.last
-	if m.NoGraphReuse || g == nil || g.cache != cache || !cache.Reuse(g.window) {
-		return nil, false, nil
+	if g == nil || g.cache != cache || g.n != ub.Len() || g.rowWise != ub.RowWise || (g.hid != nil) != wantHidden || !cache.Reuse(g.window) {
+		return nil, nil, false, nil
 	}
 	defer func() {
 		if p := recover(); p != nil {
@@ -423,9 +431,20 @@ func (m *Model) reuse(cache *kvcache.Cache, ub *kvcache.Ubatch) (logits [][]floa
 	}()
 	g.tok.FromInts(ub.Tokens)
 	g.pos.FromInts(m.positionData(cache.Positions()))
-	g.ctx.Compute(g.out)
+	if g.hin != nil {
+		g.hin.FromFloats(hin)
+	}
+	outs := []ml.Tensor{g.out}
+	if g.hid != nil {
+		outs = append(outs, g.hid)
+	}
+	g.ctx.Compute(outs...)
 	cache.Commit()
-	return splitRows(g.out.Floats(), m.Vocab, ub.Len()), true, nil
+	logits = splitRows(g.out.Floats(), m.Vocab, ub.Len())
+	if g.hid != nil {
+		hidden = splitRows(g.hid.Floats(), m.Hidden, ub.Len())
+	}
+	return logits, hidden, true, nil
 }
 
 // positions makes the positions input: one row, or for multi-section
