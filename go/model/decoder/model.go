@@ -368,9 +368,18 @@ func (m *Model) forward(cache *kvcache.Cache, ub *kvcache.Ubatch, rows []int32, 
 		x = x.RMSNorm(ctx, m.NextN.ENorm, m.Eps).Concat(ctx, h.RMSNorm(ctx, m.NextN.HNorm, m.Eps), 0)
 		x = m.NextN.EHProj.Mulmat(ctx, x)
 	}
+	var hid ml.Tensor
 	for i, bl := range m.Blocks {
 		h := bl.Mixer.Forward(ctx, x.RMSNorm(ctx, bl.AttnNorm, m.Eps), b, i)
-		if keepRows != nil && !wantHidden && i == len(m.Blocks)-1 {
+		if keepRows != nil && i == len(m.Blocks)-1 {
+			if wantHidden {
+				// Every row's hidden state, from a feed-forward over all
+				// rows; the logits below take the path of a batch
+				// without hidden states, bit for bit.
+				xa := x.Add(ctx, h)
+				xa = xa.Add(ctx, bl.FFN.Forward(ctx, xa.RMSNorm(ctx, bl.FFNNorm, m.Eps)))
+				hid = xa.RMSNorm(ctx, m.OutNorm, m.Eps)
+			}
 			// Only some rows' logits are wanted: the last feed-forward
 			// (and the head) run on those alone, as llama.cpp's
 			// inp_out_ids.
@@ -380,13 +389,8 @@ func (m *Model) forward(cache *kvcache.Cache, ub *kvcache.Ubatch, rows []int32, 
 		x = x.Add(ctx, bl.FFN.Forward(ctx, x.RMSNorm(ctx, bl.FFNNorm, m.Eps)))
 	}
 	x = x.RMSNorm(ctx, m.OutNorm, m.Eps)
-	var hid ml.Tensor
-	if wantHidden {
-		// Every row's state; the head reads the wanted rows only.
+	if wantHidden && hid == nil {
 		hid = x
-		if keepRows != nil {
-			x = x.Rows(ctx, keepRows)
-		}
 	}
 	out := m.Output.Mulmat(ctx, x)
 	outs := []ml.Tensor{out}

@@ -26,6 +26,7 @@ import (
 	"slices"
 	"testing"
 
+	"ggmlrs/kvcache"
 	"ggmlrs/ml"
 	_ "ggmlrs/ml/backend"
 	"ggmlrs/ml/nn"
@@ -257,5 +258,75 @@ func TestSpeculativeManySequences(t *testing.T) {
 				t.Errorf("the oracles' drafts were never accepted: %+v", st)
 			}
 		})
+	}
+}
+
+// A prefill that also returns every row's hidden state (speculative
+// decoding's, for the MTP head) gives the last row's logits bit for bit as
+// a plain prefill does, whose last feed-forward runs on that row alone.
+func TestPrefillWithHiddenStatesIsExact(t *testing.T) {
+	for _, name := range []string{"qwen3-small-f16", "llama-small-f16", "qwen35-small-f16", "qwen35moe-small-f16", "qwen35moe-small-q8_0"} {
+		_, m := open(t, name)
+		prompt := make([]int32, 100)
+		for i := range prompt {
+			prompt[i] = int32((i*37 + 11) % m.Vocab)
+		}
+		run := func(hidden bool) []float32 {
+			c, err := m.NewCache(decoder.CacheOptions{Capacity: 256})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			out, err := m.Run(c, []decoder.Input{{Sequence: kvcache.Sequence{Tokens: prompt}}}, decoder.RunOptions{Hidden: hidden})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if hidden && len(out[0].Hidden) != len(prompt) {
+				t.Fatalf("%d hidden states for %d tokens", len(out[0].Hidden), len(prompt))
+			}
+			return out[0].Logits[0]
+		}
+		if plain, with := run(false), run(true); !slices.Equal(plain, with) {
+			t.Errorf("%s: the last row's logits differ with hidden states wanted", name)
+		}
+	}
+}
+
+// Any decoder verifies drafts exactly, here with an oracle: llama and qwen3
+// (F16, whose several-row matmuls take llamafile's kernels; Q8_0), after a
+// 100-token prompt, greedy and seeded.
+func TestSpeculativeIsExactOnDenseModels(t *testing.T) {
+	for _, name := range []string{"qwen3-small-f16", "llama-small-f16", "llama-small-q8_0"} {
+		_, m := open(t, name)
+		prompt := make([]int32, 100)
+		for i := range prompt {
+			prompt[i] = int32((i*37 + 11) % m.Vocab)
+		}
+		for _, greedy := range []bool{true, false} {
+			c, err := m.NewCache(decoder.CacheOptions{Capacity: 512})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want []int32
+			if _, err := m.Generate(c, prompt, decoder.GenerateOptions{MaxTokens: 200, Sampler: sampler(greedy), IgnoreEOG: true},
+				func(id int32) bool { want = append(want, id); return true }); err != nil {
+				t.Fatal(err)
+			}
+			c.Reset()
+			var got []int32
+			o := &speculate.Oracle{Tokens: want, Rate: 0.8, Vocab: m.Vocab, Seed: 9}
+			st, err := speculate.Generate(m, c, o, prompt, speculate.Options{GenerateOptions: decoder.GenerateOptions{MaxTokens: 200, Sampler: sampler(greedy), IgnoreEOG: true}, Max: 4},
+				func(id int32) bool { got = append(got, id); return true })
+			c.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("%s (greedy %v): differs from plain decoding at token %d of %d", name, greedy, firstDiff(got, want), len(want))
+			}
+			if st.Accepted == 0 || st.Accepted == st.Drafted {
+				t.Errorf("%s: %d of %d drafts accepted", name, st.Accepted, st.Drafted)
+			}
+		}
 	}
 }
