@@ -433,8 +433,11 @@ const (
 
 // RowWise is a context (with its siblings) whose graphs can compute each
 // row of a batch as a one-row batch would, bit for bit: matrix products
-// of several rows are built as one-row products (on the CPU, llamafile's
-// tiled kernels sum in another order than the per-row dot products).
+// of several rows are built as one-row products wherever the batch could
+// change a row's bits (float weights on the CPU, whose batches take
+// llamafile's tiled kernels that sum in another order than the per-row dot
+// products; weights on other devices), not where it cannot (quantized
+// weights on an x86 CPU).
 // Speculative decoding verifies drafts in this mode so that its output is
 // plain decoding's token for token; attention does its part through the
 // cache (kvcache.Ubatch.RowWise).

@@ -217,7 +217,10 @@ impl Context {
     /// several rows is then built with the rows as a batch dimension, so
     /// that each row's product is computed as a one-row product would be
     /// (on the CPU: the per-row dot products rather than llamafile's tiled
-    /// kernels, which sum in another order). Speculative decoding verifies
+    /// kernels, which sum in another order), wherever the batch could
+    /// change a row's bits (float weights, weights on other devices; not
+    /// quantized weights on an x86 CPU: see `batch_changes_rows`).
+    /// Speculative decoding verifies
     /// drafts with it so that each position's logits are bit for bit those
     /// of one-token decoding.
     pub fn set_row_wise(&self, on: bool) {

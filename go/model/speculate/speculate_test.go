@@ -1,7 +1,7 @@
 package speculate_test
 
 // Exactness of speculative decoding: on every generated Qwen3.5 model
-// (qwen35, qwen35moe; F16, Q8_0, Q4_0) the tokens generated with drafts
+// (qwen35, qwen35moe; F32, F16, Q8_0, Q4_0) the tokens generated with drafts
 // are those plain decoding generates, token for token, greedy and with a
 // seeded sampler (temperature 0.8, top-k 40, top-p 0.95), with the
 // model's own MTP head drafting (which the target rejects almost always on
@@ -12,7 +12,8 @@ package speculate_test
 // the CPU's flash attention splits it over threads.
 //
 // What makes it exact: the verification batch is computed row-wise
-// (decoder.RunOptions.RowWise: one-row matrix products, each token's
+// (decoder.RunOptions.RowWise: one-row matrix products wherever a batch
+// could change a row's bits, as for float weights on the CPU, each token's
 // attention over the history a one-token step has), so each position's
 // logits are bit for bit a one-token step's; the rejected drafts are
 // rewound (kvcache.Cache.Rewind), never recomputed; and the caller's
@@ -118,7 +119,7 @@ func firstDiff(a, b []int32) int {
 
 func TestSpeculativeIsExact(t *testing.T) {
 	for _, arch := range []string{"qwen35", "qwen35moe"} {
-		for _, typ := range []string{"f16", "q8_0", "q4_0"} {
+		for _, typ := range []string{"f32", "f16", "q8_0", "q4_0"} {
 			name := arch + "-small-" + typ
 			t.Run(name, func(t *testing.T) {
 				b, m := open(t, name)

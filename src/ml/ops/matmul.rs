@@ -97,23 +97,46 @@ pub(crate) fn dense_rows(t: Tensor) -> bool {
     nb[0] == crate::ml::tensor::elem_size(t.dtype()) && nb[0] <= nb[1] // !ggml_is_transposed
 }
 
-/// Whether `a`'s memory is in one of the CPU's extra buffer types (repacked
-/// weights: ggml's repack, AMX, KleidiAI), whose kernels take over its
-/// products: their several-row kernels (gemm) give the same bits as their
-/// one-row ones (gemv) on x86 (tested by the speculative exactness tests),
-/// so row-wise mode leaves them their gemm.
-fn in_extra_buffer(a: Tensor) -> bool {
+/// Below this many rows ggml's scheduler never hands a product whose weight
+/// is in CPU memory to another device (the GPU backends' op-offload batch,
+/// 32): the CPU computes it whatever the batch.
+const OFFLOAD_MIN_ROWS: i64 = 32;
+
+/// Whether row-wise mode must split a product of `a` by `rows` rows into
+/// one-row products, because the batch could change a row's bits. On a CPU
+/// it cannot for:
+/// - `a` in one of the CPU's extra buffer types (repacked weights: ggml's
+///   repack, AMX, KleidiAI): their several-row kernels (gemm) give the same
+///   bits as their one-row ones (gemv);
+/// - quantized `a` whose dot product takes one row at a time (CPU traits
+///   `nrows` 1, as on x86; ARM's int8 matrix kernels take 2): ggml's
+///   per-cell dot products and llamafile's quantized tiles sum each cell's
+///   blocks in the same order whatever the batch.
+/// Float weights (tinyBLAS tiles for batches, ggml's dot product for one
+/// row), weights on other devices and batches another device may take are
+/// split. The speculative exactness tests check these claims, on every
+/// weight type they run, on the machine they run on.
+fn batch_changes_rows(a: Tensor, rows: i64) -> bool {
     let buf = a.raw().buffer;
-    if buf.is_null() {
-        return false;
+    if buf.is_null() || rows >= OFFLOAD_MIN_ROWS {
+        return true;
     }
     unsafe {
         let buft = sys::ggml_backend_buffer_get_type(buf);
         let dev = sys::ggml_backend_buft_get_device(buft);
-        !dev.is_null()
+        if !dev.is_null()
             && sys::ggml_backend_dev_type(dev) == sys::GGML_BACKEND_DEVICE_TYPE_CPU
             && crate::ml::model::weights::extra_bufts(dev).contains(&buft)
+        {
+            return false;
+        }
+        // Host memory (the CPU's buffers, mapped files, which have no
+        // device) is computed by the CPU; anything else by its device.
+        if !sys::ggml_backend_buft_is_host(buft) {
+            return true;
+        }
     }
+    is_float(a.dtype()) || cpu_traits(a.dtype()).map_or(true, |t| t.nrows != 1)
 }
 
 pub(crate) fn is_float(t: sys::ggml_type) -> bool {
@@ -184,7 +207,7 @@ impl Context {
     pub(crate) fn build_mul_mat(&mut self, op: &str, a: Tensor, b: Tensor, full_prec: bool) -> Result<Tensor> {
         let [_, _, a2, a3] = a.ne();
         let [k, rows, b2, b3] = b.ne();
-        let row_wise = self.row_wise() && rows > 1 && a2 == 1 && a3 == 1 && b2 == 1 && b3 == 1 && !in_extra_buffer(a);
+        let row_wise = self.row_wise() && rows > 1 && a2 == 1 && a3 == 1 && b2 == 1 && b3 == 1 && batch_changes_rows(a, rows);
         let ctx = self.room(op, if row_wise { 6 } else { 3 })?;
         let a = if dense_rows(a) { a } else { self.made(op, unsafe { sys::ggml_cont(ctx, a.as_ptr()) })? };
         let dense = if row_wise { unsafe { sys::ggml_is_contiguous(b.as_ptr()) } } else { dense_rows(b) };
