@@ -14,7 +14,7 @@ export CARGO_TERM_COLOR ?= never
 # whenever the library changes. Evaluated when each recipe runs.
 GO_ENV = CGO_CFLAGS="-g -O2 -DGGML_RS_LIB_ID=$$(sha1sum $(CURDIR)/$(LIB) | cut -c1-16)"
 
-.PHONY: all build run demo runner fetch-minilm test test-rust test-c test-go check-header check-symbols header bindings deps clean bench bench-ops bench-load \
+.PHONY: all build run demo runner fetch-minilm test test-rust test-c test-go check-header check-symbols twin-ggml header bindings deps clean bench bench-ops bench-load \
 	parity parity-golden llama-ref models vocabs
 
 all: build
@@ -37,8 +37,11 @@ deps:
 	  (apt-get update -qq && apt-get install -y -qq $$pkgs) || { echo "could not install$$missing" >&2; exit 1; }; \
 	fi
 
+# The static library is then made to keep its ggml private (one object
+# exporting only ggml_rs_; docs/design.md), as the shared one does.
 build: deps $(GGML_STAMP)
 	$(CARGO) build --release --lib
+	scripts/private-ggml.sh target/release
 
 # --- the main job ------------------------------------------------------------
 
@@ -104,7 +107,7 @@ test-c: build
 # Packages run one at a time (-p 1): each runs ggml on every core, and
 # ggml's workers spin while they wait, so two packages at once on a 2-core
 # machine slow each other down several times over.
-test-go: build fetch-minilm $(SMALL_MODELS) $(OLLAMA_MODELS) $(GPT2_VOCABS)
+test-go: build twin-ggml fetch-minilm $(SMALL_MODELS) $(OLLAMA_MODELS) $(GPT2_VOCABS)
 	$(CARGO) build --release --bin ggml-rs-rpc-server
 	cd go && $(GO_ENV) $(GO) vet ./... && GGML_RS_MODELS=$(CURDIR)/$(MODELS_DIR) GGML_RS_VOCABS=$(CURDIR)/$(VOCABS_DIR) \
 	  $(GO_ENV) $(GO) test -count=1 -p 1 -timeout 30m ./...
@@ -112,8 +115,14 @@ test-go: build fetch-minilm $(SMALL_MODELS) $(OLLAMA_MODELS) $(GPT2_VOCABS)
 check-header:
 	$(CARGO) run -q --release -p gen-header -- --check
 
+# A second, different ggml (marker version "0.0.0-twin") that the
+# two-ggmls tests link beside the static library (tests/c/two_ggmls.c,
+# go/internal/twoggml).
+twin-ggml: $(GGML_STAMP)
+	scripts/twin-ggml.sh target/twin-ggml
+
 check-symbols: build
-	scripts/check-symbols.sh $(SO)
+	scripts/check-symbols.sh $(SO) $(LIB)
 
 # Micro-benchmarks of single ops through the Go backend.
 bench-ops: build

@@ -100,7 +100,12 @@ fn main() {
         .define("CMAKE_INSTALL_LIBDIR", "lib")
         // The cmake crate forwards cargo's debug flags; keep ggml optimised.
         .cflag("-O3")
-        .cxxflag("-O3");
+        .cxxflag("-O3")
+        // No STB_GNU_UNIQUE symbols (static locals of inline functions):
+        // the loader merges those across copies, and objcopy cannot make
+        // them local, so the static library could not keep its ggml private
+        // (scripts/private-ggml.sh). They become ordinary weak symbols.
+        .cxxflag("-fno-gnu-unique");
     if Command::new("ninja").arg("--version").output().is_ok() {
         cfg.generator("Ninja");
     }

@@ -1878,6 +1878,16 @@ ggml_rs_status ggml_rs_tensor_get_f32(struct ggml_rs_tensor *t,
                                       size_t n,
                                       struct ggml_rs_error *err);
 
+/**
+ * The bundled ggml's version, e.g. "0.26.0".
+ */
+const char *ggml_rs_ggml_version(void);
+
+/**
+ * The bundled ggml's commit (as its build recorded it: a short git hash).
+ */
+const char *ggml_rs_ggml_commit(void);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif  // __cplusplus

@@ -36,6 +36,7 @@ pub mod ops_ssm;
 pub mod ops_unary;
 pub mod rpc;
 pub mod tensor;
+pub mod version;
 
 use std::ffi::c_char;
 use std::panic::{catch_unwind, AssertUnwindSafe};

@@ -2,9 +2,10 @@
 // ggml, one raw cgo call per graph op straight into ggml, with no checks.
 //
 // It is the only Go code in the module that sees a ggml header. It compiles
-// no ggml C source: the ggml symbols come from the same static library the
-// backend links (target/release/libggml_rs.a bundles the pinned ggml), so
-// both sides of a comparison run the very same ggml code.
+// no ggml C source: it links target/release/libggml_raw.a, the very ggml
+// build (the same objects) that target/release/libggml_rs.a bundles and
+// keeps private, so both sides of a comparison run the same ggml code (each
+// its own copy of it, in one process).
 //
 // Two levels are offered, matching the two levels of the benchmark:
 //
@@ -20,7 +21,7 @@ package rawggml
 
 /*
 #cgo CFLAGS: -I${SRCDIR}/../../../vendor/ggml/include
-#cgo LDFLAGS: ${SRCDIR}/../../../target/release/libggml_rs.a -lstdc++ -lm -ldl -lpthread
+#cgo LDFLAGS: ${SRCDIR}/../../../target/release/libggml_raw.a -lstdc++ -lm -ldl -lpthread
 #include <stdlib.h>
 #include "ggml.h"
 */
