@@ -4,7 +4,9 @@
 SHELL := /bin/bash
 CARGO ?= cargo
 GO ?= go
-LIB := target/release/libggml_rs.a
+# The static library programs link: cargo's archive with its ggml made
+# private (scripts/private-ggml.sh, run by `make build`).
+LIB := target/static/libggml_rs.a
 SO := target/release/libggml_rs.so
 GGML_STAMP := vendor/ggml/.ggml-rs-stamp
 export CARGO_TERM_COLOR ?= never
@@ -41,7 +43,7 @@ deps:
 # exporting only ggml_rs_; docs/design.md), as the shared one does.
 build: deps $(GGML_STAMP)
 	$(CARGO) build --release --lib
-	scripts/private-ggml.sh target/release
+	scripts/private-ggml.sh target/release target/static
 
 # --- the main job ------------------------------------------------------------
 

@@ -7,7 +7,7 @@
 # Usage: scripts/check-symbols.sh [SO] [A]
 set -euo pipefail
 so=${1:-target/release/libggml_rs.so}
-a=${2:-target/release/libggml_rs.a}
+a=${2:-target/static/libggml_rs.a}
 
 check() { # name, list of exported symbols
   local what=$1 list=$2 bad n

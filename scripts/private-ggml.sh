@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Makes the static library keep its ggml to itself, as the shared one does:
-# after it, libggml_rs.a holds one relocatable object whose only global
+# from cargo's archive (RELEASE_DIR/libggml_rs.a, which cargo rewrites on
+# every build, fresh or not) it writes OUT_DIR/libggml_rs.a, the library
+# programs link: one relocatable object whose only global
 # definitions are the ggml_rs_ functions of include/ggml_rs.h, so that a
 # program may link it beside another ggml (llama.cpp's, whisper's) and each
 # side runs its own.
@@ -21,22 +23,26 @@
 #   3. the LLVM bitcode Rust embeds for LTO (.llvmbc) is dropped: no link
 #      uses it, and binutils' LLVM plugin aborts on it.
 #
-# It also writes libggml_raw.a beside it: the same ggml build (cmake's
+# It also writes OUT_DIR/libggml_raw.a: the same ggml build (cmake's
 # archives that cargo linked), every symbol global, for the benchmark's
 # raw-cgo anchor (go/internal/rawggml), which drives ggml directly.
 #
-# Idempotent (a private library is left as it is). Usage:
-#   scripts/private-ggml.sh [RELEASE_DIR]   (default: target/release)
+# Does nothing when the outputs are newer than cargo's archive. Usage:
+#   scripts/private-ggml.sh [RELEASE_DIR] [OUT_DIR]
+#   (defaults: target/release, target/static)
 set -euo pipefail
 dir=${1:-target/release}
+outdir=${2:-target/static}
 lib=$dir/libggml_rs.a
+private=$outdir/libggml_rs.a
 [ -f "$lib" ] || { echo "private-ggml: $lib not found (cargo build --release --lib first)" >&2; exit 1; }
+mkdir -p "$outdir"
 
 # The raw ggml: the cmake build named by the build script's link search.
 out=$(ls -t "$dir"/build/ggml-rs-*/output 2>/dev/null | xargs -r grep -l 'rustc-link-search=native=.*ggml-build' | head -1 || true)
 [ -n "$out" ] || { echo "private-ggml: no ggml-rs build output under $dir/build" >&2; exit 1; }
 ggml_lib=$(sed -n 's/^cargo:rustc-link-search=native=//p' "$out" | grep ggml-build | head -1)
-raw=$dir/libggml_raw.a
+raw=$outdir/libggml_raw.a
 if [ ! -f "$raw" ] || [ -n "$(find "$ggml_lib" -name '*.a' -newer "$raw" | head -1)" ]; then
   mri="create $raw.tmp"$'\n'
   for a in ggml ggml-base ggml-cpu ggml-rpc ggml-cuda ggml-vulkan ggml-metal; do
@@ -47,7 +53,7 @@ if [ ! -f "$raw" ] || [ -n "$(find "$ggml_lib" -name '*.a' -newer "$raw" | head 
   mv "$raw.tmp" "$raw"
 fi
 
-if [ "$(ar t "$lib")" = "ggml_rs_private.o" ]; then
+if [ -f "$private" ] && [ "$private" -nt "$lib" ]; then
   exit 0
 fi
 tmp=$(mktemp -d)
@@ -61,7 +67,7 @@ n=$(wc -l <"$tmp/keep")
 ld -r -o "$tmp/all.o" $(sed 's/^/-u /' "$tmp/keep") "$lib"
 objcopy --keep-global-symbols="$tmp/keep" --remove-section=.group --remove-section=.llvmbc --remove-section=.llvmcmd \
   "$tmp/all.o" "$tmp/ggml_rs_private.o"
-rm -f "$lib.tmp"
-ar rcs "$lib.tmp" "$tmp/ggml_rs_private.o"
-mv "$lib.tmp" "$lib"
-echo "private-ggml: $lib is one object exporting $n ggml_rs_ functions; $raw holds the raw ggml"
+rm -f "$private.tmp"
+ar rcs "$private.tmp" "$tmp/ggml_rs_private.o"
+mv "$private.tmp" "$private"
+echo "private-ggml: $private is one object exporting $n ggml_rs_ functions; $raw holds the raw ggml"

@@ -2,8 +2,8 @@
 // ggml, one raw cgo call per graph op straight into ggml, with no checks.
 //
 // It is the only Go code in the module that sees a ggml header. It compiles
-// no ggml C source: it links target/release/libggml_raw.a, the very ggml
-// build (the same objects) that target/release/libggml_rs.a bundles and
+// no ggml C source: it links target/static/libggml_raw.a, the very ggml
+// build (the same objects) that target/static/libggml_rs.a bundles and
 // keeps private, so both sides of a comparison run the same ggml code (each
 // its own copy of it, in one process).
 //
@@ -21,7 +21,7 @@ package rawggml
 
 /*
 #cgo CFLAGS: -I${SRCDIR}/../../../vendor/ggml/include
-#cgo LDFLAGS: ${SRCDIR}/../../../target/release/libggml_raw.a -lstdc++ -lm -ldl -lpthread
+#cgo LDFLAGS: ${SRCDIR}/../../../target/static/libggml_raw.a -lstdc++ -lm -ldl -lpthread
 #include <stdlib.h>
 #include "ggml.h"
 */

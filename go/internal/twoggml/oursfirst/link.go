@@ -3,7 +3,7 @@ package oursfirst
 
 /*
 #cgo CFLAGS: -I${SRCDIR}/.. -I${SRCDIR}/../../../../include -I${SRCDIR}/../../../../vendor/ggml/include
-#cgo LDFLAGS: ${SRCDIR}/../../../../target/release/libggml_rs.a ${SRCDIR}/../../../../target/twin-ggml/libggml-twin.a -lstdc++ -lm -ldl -lpthread
+#cgo LDFLAGS: ${SRCDIR}/../../../../target/static/libggml_rs.a ${SRCDIR}/../../../../target/twin-ggml/libggml-twin.a -lstdc++ -lm -ldl -lpthread
 #include "use.h"
 */
 import "C"

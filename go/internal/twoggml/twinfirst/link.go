@@ -3,7 +3,7 @@ package twinfirst
 
 /*
 #cgo CFLAGS: -I${SRCDIR}/.. -I${SRCDIR}/../../../../include -I${SRCDIR}/../../../../vendor/ggml/include
-#cgo LDFLAGS: ${SRCDIR}/../../../../target/twin-ggml/libggml-twin.a ${SRCDIR}/../../../../target/release/libggml_rs.a -lstdc++ -lm -ldl -lpthread
+#cgo LDFLAGS: ${SRCDIR}/../../../../target/twin-ggml/libggml-twin.a ${SRCDIR}/../../../../target/static/libggml_rs.a -lstdc++ -lm -ldl -lpthread
 #include "use.h"
 */
 import "C"

@@ -22,7 +22,7 @@ package bench
 
 /*
 #cgo CFLAGS: -I${SRCDIR}/../../../../include
-#cgo LDFLAGS: ${SRCDIR}/../../../../target/release/libggml_rs.a -lstdc++ -lm -ldl -lpthread
+#cgo LDFLAGS: ${SRCDIR}/../../../../target/static/libggml_rs.a -lstdc++ -lm -ldl -lpthread
 #include <stdlib.h>
 #include "ggml_rs.h"
 */
