@@ -318,46 +318,44 @@ fn empty_data_tensors_mix_with_real_nodes() {
 
 #[test]
 fn a_running_compute_can_be_cancelled_and_the_backend_stays_usable() {
-    use std::time::{Duration, Instant};
+    // Independent of the machine's speed and load: the graph is far longer
+    // than any delay the cancel can suffer (4,000 products of 512x512 by
+    // 512x64, each normalised: ~134 GFLOP, seconds on most CPUs, and more
+    // than 60 ms even at 2 TFLOP/s), and the
+    // cancel is requested once the compute is under way (or, on a loaded
+    // machine, just before it starts: it then stops at its first node;
+    // both are the documented behaviour). The graph cannot finish first.
     let b = backend();
-    // A chain of matmuls (256x256 by 256x64, each normalised so values stay
-    // O(1): no denormals to slow some runs), long enough that the cancel
-    // lands well inside it even when other tests load the machine: doubled
-    // until the whole graph takes 150 ms.
     let mut rng = Rng::new(11);
-    let wv = rng.vec(256 * 256);
-    let xv = rng.vec(256 * 64);
-    let mut n = 100;
-    let (mut root, w, x, full) = loop {
-        let mut root = Context::new(&b, 2 * n + 16).unwrap();
-        let w = upload(&mut root.input(), F32, &[256, 256], &wv);
-        let mut x = upload(&mut root.input(), F32, &[256, 64], &xv);
-        for _ in 0..n {
-            x = root.mul_mat(w, x).unwrap();
-            x = root.rms_norm(x, None, 1e-6).unwrap();
-        }
-        root.compute(&[x]).unwrap(); // warm-up
-        let start = Instant::now();
-        root.compute(&[x]).unwrap();
-        let full = start.elapsed();
-        if full >= Duration::from_millis(150) || n >= 3_200 {
-            break (root, w, x, full);
-        }
-        n *= 2;
-    };
-    let canceller = b.clone();
+    let wv = rng.vec(512 * 512);
+    let xv = rng.vec(512 * 64);
+    let n = 4_000;
+    let mut root = Context::new(&b, 2 * n + 16).unwrap();
+    let w = upload(&mut root.input(), F32, &[512, 512], &wv);
+    let mut x = upload(&mut root.input(), F32, &[512, 64], &xv);
+    for _ in 0..n {
+        x = root.mul_mat(w, x).unwrap();
+        x = root.rms_norm(x, None, 1e-6).unwrap();
+    }
+    let started = std::sync::Arc::new(std::sync::Barrier::new(2));
+    let (canceller, go) = (b.clone(), started.clone());
     let t = std::thread::spawn(move || {
-        std::thread::sleep(full / 8);
+        go.wait();
+        std::thread::sleep(std::time::Duration::from_millis(5));
         canceller.cancel();
     });
-    let start = Instant::now();
+    started.wait();
     let e = root.compute(&[x]).unwrap_err();
-    let took = start.elapsed();
     t.join().unwrap();
     assert_eq!(e.kind, ErrorKind::Aborted, "{}", e.message);
-    assert!(took < full * 3 / 4, "cancel after {:?} took {took:?} of a {full:?} graph", full / 8);
-    // The request was consumed: the same graph now computes to the end.
-    root.compute(&[x]).unwrap();
+    // The request was consumed: the next computes run to the end.
     let small = root.add(w, w).unwrap();
     assert_eq!(eval(&mut root, small)[0], 2.0 * wv[0]);
+    let mut y = upload(&mut root.input(), F32, &[512, 64], &xv);
+    for _ in 0..3 {
+        y = root.mul_mat(w, y).unwrap();
+        y = root.rms_norm(y, None, 1e-6).unwrap();
+    }
+    let got = eval(&mut root, y);
+    assert!(got.iter().all(|v| v.is_finite()) && got.len() == 512 * 64);
 }

@@ -60,6 +60,10 @@ type CacheConfig struct {
 	MaskDType DType
 }
 
+// MaxThreads is the most CPU threads a backend takes (ggml's
+// GGML_MAX_N_THREADS); NewBackend refuses more.
+const MaxThreads = 512
+
 // BackendParams controls how the backend loads and executes models
 type BackendParams struct {
 	// AllocMemory causes the backend to allocate memory for the model. If

@@ -3,6 +3,7 @@
 package sample
 
 import (
+	"fmt"
 	"math"
 	"math/rand"
 	"sort"
@@ -21,6 +22,22 @@ type Options struct {
 type Sampler struct {
 	Options
 	rng *rand.Rand
+}
+
+// Validate reports options that make no sense: a temperature that is not
+// a finite number ≥ 0, a negative top-k, a top-p that is not a number in
+// [0, 1]. (Sample itself reads 0 as "off" for each.)
+func (o Options) Validate() error {
+	t, p := float64(o.Temperature), float64(o.TopP)
+	switch {
+	case math.IsNaN(t) || math.IsInf(t, 0) || t < 0:
+		return fmt.Errorf("temperature %v: a number ≥ 0 (0: greedy)", o.Temperature)
+	case o.TopK < 0:
+		return fmt.Errorf("top-k %d: 0 (all tokens) or more", o.TopK)
+	case math.IsNaN(p) || p < 0 || p > 1:
+		return fmt.Errorf("top-p %v: a probability mass in [0, 1] (0 or 1: all tokens)", o.TopP)
+	}
+	return nil
 }
 
 // New makes a sampler.

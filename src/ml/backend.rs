@@ -177,8 +177,11 @@ impl Backend {
     pub fn open(path: Option<&str>, params: &BackendParams, layout: &Layout) -> Result<Backend> {
         super::log::init();
         let n_threads = if params.n_threads == 0 { threads::default_threads() } else { params.n_threads };
-        if n_threads > 4096 {
-            return Err(Error::invalid(format!("backend: {n_threads} threads is not a sensible thread count")));
+        if n_threads > sys::GGML_MAX_N_THREADS as usize {
+            return Err(Error::invalid(format!(
+                "backend: {n_threads} threads, more than ggml's limit of {}",
+                sys::GGML_MAX_N_THREADS
+            )));
         }
         if params.max_graph_nodes != 0 && !(16..=(1 << 24)).contains(&params.max_graph_nodes) {
             return Err(Error::invalid(format!(
@@ -242,13 +245,14 @@ impl Backend {
         pending.0.push(init_device(cpu.clone(), cpu_dev)?);
         let cpu_index = pending.0.len() - 1;
         let cancel = Arc::new(AtomicBool::new(false));
-        // Without a pool ggml falls back to threads made per compute.
-        let threadpool = ThreadPool::new(n_threads);
+        // The pool's threads are made now: a system that refuses them
+        // (thread or memory limits) gives an error here, not at compute.
+        let threadpool = ThreadPool::new(n_threads).ok_or_else(|| {
+            Error::oom(format!("backend: the system refused to start {n_threads} CPU threads (thread or memory limits)"))
+        })?;
         unsafe {
             sys::ggml_backend_cpu_set_n_threads(pending.0[cpu_index].backend, n_threads as i32);
-            if let Some(tp) = &threadpool {
-                sys::ggml_backend_cpu_set_threadpool(pending.0[cpu_index].backend, tp.raw());
-            }
+            sys::ggml_backend_cpu_set_threadpool(pending.0[cpu_index].backend, threadpool.raw());
         }
         install_abort_callbacks(&pending.0, &cancel);
 
@@ -330,7 +334,7 @@ impl Backend {
             layer_devices: (0..layers).map(|l| layout.layer_devices.get(l).copied().flatten()).collect(),
             memory: Mutex::new(memory),
             cancel,
-            threadpool,
+            threadpool: Some(threadpool),
         };
         unsafe {
             let mut backends: Vec<_> = inner.devices.iter().map(|d| d.backend).collect();

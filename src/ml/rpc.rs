@@ -701,9 +701,10 @@ pub fn serve(opts: &ServerOptions, ready: impl FnOnce(&str, &str)) -> Result<()>
         } else {
             opts.threads
         };
-        if threads > 4096 {
+        if threads > sys::GGML_MAX_N_THREADS as usize {
             return Err(Error::invalid(format!(
-                "rpc server: {threads} threads is not a sensible thread count"
+                "rpc server: {threads} threads, more than ggml's limit of {}",
+                sys::GGML_MAX_N_THREADS
             )));
         }
         let cache = match &opts.cache_dir {

@@ -35,6 +35,9 @@ func runBench(args []string) error {
 	if *reps < 1 || *np < 0 || *ng < 0 {
 		return usagef("-r must be positive, -p and -n not negative")
 	}
+	if *df.ctx < 1 {
+		return usagef("-ctx %d: the context must hold at least one token", *df.ctx)
+	}
 	path := pos[0]
 	if *df.ctx < *np+*ng {
 		*df.ctx = *np + *ng

@@ -104,9 +104,17 @@ func runGenerate(args []string) error {
 	if len(pos) != 1 {
 		return usagef("generate needs one model (and -p PROMPT)")
 	}
+	if *n < 0 {
+		return usagef("-n %d: 0 (until the end of text or a full context) or more", *n)
+	}
+	sopts := sample.Options{Temperature: float32(*temp), TopK: *topK, TopP: float32(*topP)}
+	if err := sopts.Validate(); err != nil {
+		return usagef("-%v", err)
+	}
 	if *seed == -1 {
 		*seed = nowSeed()
 	}
+	sopts.Seed = *seed
 	switch {
 	case *draft != "" && *draft != "mtp":
 		return usagef("-draft %q: the only drafter is mtp", *draft)
@@ -156,7 +164,7 @@ func runGenerate(args []string) error {
 	base := tok.Decode(ids)
 	all := append([]int32(nil), ids...)
 	printed := len(base)
-	smp := sample.New(sample.Options{Temperature: float32(*temp), TopK: *topK, TopP: float32(*topP), Seed: *seed})
+	smp := sample.New(sopts)
 	emit := func(id int32) bool {
 		all = append(all, id)
 		text := tok.Decode(all)

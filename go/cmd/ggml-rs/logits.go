@@ -51,6 +51,9 @@ func runLogits(args []string) error {
 	if *decode < 0 || *decode > len(tokens) {
 		return usagef("-decode %d: 0 to the number of tokens (%d)", *decode, len(tokens))
 	}
+	if *df.ctx < 1 {
+		return usagef("-ctx %d: the context must hold at least one token", *df.ctx)
+	}
 	if *df.ctx < len(tokens) {
 		*df.ctx = len(tokens)
 	}

@@ -48,6 +48,19 @@ func TestErrorsAreOneLine(t *testing.T) {
 		{[]string{"convert", "."}, 1, "config.json"},
 		{[]string{"convert", "-type", "q4", "."}, 2, "f32 or f16"},
 		{[]string{"devices", "x"}, 2, "no arguments"},
+		// Options that make no sense, refused before the model is opened.
+		{[]string{"generate", "m.gguf", "hi", "-temp", "NaN"}, 2, "temperature NaN"},
+		{[]string{"generate", "m.gguf", "hi", "-temp", "-1"}, 2, "temperature -1"},
+		{[]string{"generate", "m.gguf", "hi", "-temp", "1e300"}, 2, "temperature +Inf"},
+		{[]string{"generate", "m.gguf", "hi", "-top-p", "2"}, 2, "top-p 2"},
+		{[]string{"generate", "m.gguf", "hi", "-top-p", "NaN"}, 2, "top-p NaN"},
+		{[]string{"generate", "m.gguf", "hi", "-top-k", "-5"}, 2, "top-k -5"},
+		{[]string{"generate", "m.gguf", "hi", "-n", "-3"}, 2, "-n -3"},
+		{[]string{"generate", "m.gguf", "hi", "-threads", "2048"}, 2, "-threads 2048"},
+		{[]string{"generate", "m.gguf", "hi", "-ngl", "-2"}, 2, "-ngl -2"},
+		{[]string{"logits", "m.gguf", "1", "-ctx", "-5"}, 2, "-ctx -5"},
+		{[]string{"bench", "m.gguf", "-ctx", "-5"}, 2, "-ctx -5"},
+		{[]string{"embed", "-threads", "513", "m.gguf", "hi"}, 2, "-threads 513"},
 	} {
 		status, _, stderr := capture(t, c.args...)
 		first, _, _ := strings.Cut(stderr, "\n")

@@ -55,25 +55,39 @@ func (f *modelFlags) cpuExpertLayers(blocks int) []int {
 // cpuMoESet reports whether -cpu-moe or -n-cpu-moe asks for anything.
 func (f *modelFlags) cpuMoESet() bool { return *f.cpuMoE || *f.nCPUMoE > 0 }
 
+// check refuses flag values that make no sense, before any file is read.
+func (f *modelFlags) check() error {
+	switch strings.ToLower(*f.flash) {
+	case "on", "true", "enabled", "off", "false", "disabled", "auto", "":
+	default:
+		return usagef("-flash-attention %q: auto, on or off", *f.flash)
+	}
+	if *f.threads < 0 || *f.threads > ml.MaxThreads {
+		return usagef("-threads %d: 0 (all this process may use) to %d (ggml's limit)", *f.threads, ml.MaxThreads)
+	}
+	if *f.ngl < -1 {
+		return usagef("-ngl %d: -1 (all layers), 0 (CPU only) or a layer count", *f.ngl)
+	}
+	if *f.nCPUMoE < 0 {
+		return usagef("-n-cpu-moe must be 0 or more")
+	}
+	return nil
+}
+
 // params builds the backend parameters for the model at path, whose
 // block count it reads from the file's header.
 func (f *modelFlags) params(path string, alloc bool) (ml.BackendParams, error) {
 	p := ml.BackendParams{AllocMemory: alloc, NumThreads: *f.threads}
+	if err := f.check(); err != nil {
+		return p, err
+	}
 	switch strings.ToLower(*f.flash) {
 	case "on", "true", "enabled":
 		p.FlashAttention = ml.FlashAttentionEnabled
 	case "off", "false", "disabled":
 		p.FlashAttention = ml.FlashAttentionDisabled
-	case "auto", "":
-		p.FlashAttention = ml.FlashAttentionAuto
 	default:
-		return p, usagef("-flash-attention %q: auto, on or off", *f.flash)
-	}
-	if *f.threads < 0 {
-		return p, usagef("-threads must be 0 or more")
-	}
-	if *f.nCPUMoE < 0 {
-		return p, usagef("-n-cpu-moe must be 0 or more")
+		p.FlashAttention = ml.FlashAttentionAuto
 	}
 	if *f.ngl == 0 {
 		return p, nil
@@ -125,6 +139,9 @@ func blockCount(path string) (int, error) {
 // openModel opens the model at path and, with alloc, loads its weights
 // with a progress display on stderr.
 func openModel(path string, f *modelFlags, alloc bool) (*backend.Backend, error) {
+	if err := f.check(); err != nil {
+		return nil, err
+	}
 	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("model file %s does not exist", path)
 	} else if err != nil {
