@@ -6,9 +6,11 @@ package spm
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"unicode/utf8"
 
+	"ggmlrs/tokenizer/internal/merge"
 	"ggmlrs/tokenizer/internal/special"
 )
 
@@ -38,6 +40,8 @@ type Tokenizer struct {
 	AddEOS   bool // and EOS
 	// AddSpacePrefix adds "▁" before the text (and Decode drops it).
 	AddSpacePrefix bool
+
+	nanScore bool // some score is NaN
 }
 
 // New builds a tokenizer; scores and types may be nil.
@@ -73,6 +77,9 @@ func New(tokens []string, scores []float32, types []int32) (*Tokenizer, error) {
 		t.vocab[s] = id
 	}
 	special.Sort(t.special)
+	for _, sc := range scores {
+		t.nanScore = t.nanScore || sc != sc
+	}
 	return t, nil
 }
 
@@ -129,32 +136,12 @@ func (t *Tokenizer) Encode(text string, withSpecial bool) []int32 {
 // best-scoring adjacent pair that is a token is merged (leftmost on ties)
 // until none is, and symbols that are not tokens become byte tokens.
 func (t *Tokenizer) encodeSegment(ids []int32, s string) []int32 {
-	var syms []string
-	for i := 0; i < len(s); {
-		n := min(utf8Len(s[i]), len(s)-i)
-		syms = append(syms, s[i:i+n])
-		i += n
-	}
-	for len(syms) > 1 {
-		at := -1
-		var best float32
-		for i := 0; i+1 < len(syms); i++ {
-			if id, ok := t.vocab[syms[i]+syms[i+1]]; ok {
-				if sc := t.score(id); at < 0 || sc > best {
-					at, best = i, sc
-				}
-			}
-		}
-		if at < 0 {
-			break
-		}
-		syms[at] += syms[at+1]
-		syms = append(syms[:at+1], syms[at+2:]...)
-	}
-	for _, sym := range syms {
+	m := merge.Merger{FirstOnly: t.nanScore}
+	m.Run(s, t.lookup)
+	m.Each(func(sym string) {
 		if id, ok := t.vocab[sym]; ok {
 			ids = append(ids, id)
-			continue
+			return
 		}
 		for i := 0; i < len(sym); i++ {
 			switch {
@@ -167,22 +154,34 @@ func (t *Tokenizer) encodeSegment(ids []int32, s string) []int32 {
 				i = len(sym)
 			}
 		}
-	}
+	})
 	return ids
 }
 
-// utf8Len is the length of the UTF-8 sequence lead byte b starts, by its
-// high bits alone (llama.cpp's unicode_len_utf8).
-func utf8Len(b byte) int {
-	switch {
-	case b < 0xC0:
-		return 1
-	case b < 0xE0:
-		return 2
-	case b < 0xF0:
-		return 3
+// lookup is the merge.Lookup of encodeSegment: a pair merges if it is a
+// token, higher scores first. Equal scores (0 and -0 included) merge
+// leftmost first. A NaN score, which a "best so far" scan neither picks
+// over another nor replaces once picked, is merge.FirstOnly.
+func (t *Tokenizer) lookup(pair string, _ int) (uint64, merge.Kind) {
+	id, ok := t.vocab[pair]
+	if !ok {
+		return 0, merge.None
 	}
-	return 4
+	sc := t.score(id)
+	if sc != sc {
+		return 0, merge.FirstOnly
+	}
+	if sc == 0 {
+		sc = 0 // -0 ties with 0
+	}
+	// The order of floats as unsigned integers, reversed (best first).
+	b := math.Float32bits(sc)
+	if b>>31 != 0 {
+		b = ^b
+	} else {
+		b |= 1 << 31
+	}
+	return uint64(^b), merge.Ranked
 }
 
 // DecodeBytes is the bytes of ids: byte tokens give their byte, "▁" a
