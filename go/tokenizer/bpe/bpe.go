@@ -9,6 +9,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"ggmlrs/tokenizer/internal/merge"
 	"ggmlrs/tokenizer/internal/special"
 )
 
@@ -117,6 +118,8 @@ func (t *Tokenizer) Token(id int32) string { return t.tokens[id] }
 // withSpecial, which also adds BOS (if AddBOS) and EOS (if AddEOS).
 func (t *Tokenizer) Encode(text string, withSpecial bool) []int32 {
 	var ids []int32
+	var m merge.Merger
+	var buf []byte
 	if withSpecial && t.AddBOS && t.BOS >= 0 {
 		ids = append(ids, t.BOS)
 	}
@@ -126,7 +129,7 @@ func (t *Tokenizer) Encode(text string, withSpecial bool) []int32 {
 			continue
 		}
 		for _, piece := range t.pre(f.Text) {
-			ids = t.encodePiece(ids, piece)
+			ids = t.encodePiece(ids, piece, &m, &buf)
 		}
 	}
 	if withSpecial && t.AddEOS && t.EOS >= 0 {
@@ -136,38 +139,25 @@ func (t *Tokenizer) Encode(text string, withSpecial bool) []int32 {
 }
 
 // encodePiece appends the ids of one pre-tokenized piece: its bytes mapped
-// to runes, merged lowest rank first (leftmost on ties).
-func (t *Tokenizer) encodePiece(ids []int32, piece string) []int32 {
-	var mapped []rune
+// to runes, merged lowest rank first (leftmost on ties). m and buf are
+// scratch space.
+func (t *Tokenizer) encodePiece(ids []int32, piece string, m *merge.Merger, buf *[]byte) []int32 {
+	b := (*buf)[:0]
 	for i := 0; i < len(piece); i++ {
-		mapped = append(mapped, byteRune[piece[i]])
+		b = utf8.AppendRune(b, byteRune[piece[i]])
 	}
+	*buf = b
+	mapped := string(b)
 	if t.ignoreMerges {
-		if id, ok := t.vocab[string(mapped)]; ok {
+		if id, ok := t.vocab[mapped]; ok {
 			return append(ids, id)
 		}
 	}
-	syms := make([]string, len(mapped))
-	for i, r := range mapped {
-		syms[i] = string(r)
-	}
-	for len(syms) > 1 {
-		best, at := -1, -1
-		for i := 0; i+1 < len(syms); i++ {
-			if r, ok := t.ranks[[2]string{syms[i], syms[i+1]}]; ok && (best < 0 || r < best) {
-				best, at = r, i
-			}
-		}
-		if at < 0 {
-			break
-		}
-		syms[at] += syms[at+1]
-		syms = append(syms[:at+1], syms[at+2:]...)
-	}
-	for _, s := range syms {
+	m.Run(mapped, t.lookup)
+	m.Each(func(s string) {
 		if id, ok := t.vocab[s]; ok {
 			ids = append(ids, id)
-			continue
+			return
 		}
 		// Not in the vocabulary (a broken one): llama.cpp looks up each
 		// byte of the symbol's UTF-8 as a token of its own.
@@ -176,8 +166,16 @@ func (t *Tokenizer) encodePiece(ids []int32, piece string) []int32 {
 				ids = append(ids, id)
 			}
 		}
-	}
+	})
 	return ids
+}
+
+// lookup is the merge.Lookup of encodePiece: a pair merges by its rank.
+func (t *Tokenizer) lookup(pair string, mid int) (uint32, merge.Kind) {
+	if r, ok := t.ranks[[2]string{pair[:mid], pair[mid:]}]; ok {
+		return uint32(r), merge.Ranked
+	}
+	return 0, merge.None
 }
 
 // DecodeBytes is the bytes of ids; control tokens give nothing,

@@ -36,7 +36,7 @@ func TestPreTokenizers(t *testing.T) {
 }
 
 // tiny is a byte-level vocabulary: 256 bytes, a few merges, specials.
-func tiny(t *testing.T, pre string) *Tokenizer {
+func tiny(t testing.TB, pre string) *Tokenizer {
 	var tokens []string
 	var types []int32
 	for b := 0; b < 256; b++ {

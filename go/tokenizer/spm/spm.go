@@ -41,7 +41,9 @@ type Tokenizer struct {
 	// AddSpacePrefix adds "▁" before the text (and Decode drops it).
 	AddSpacePrefix bool
 
-	nanScore bool // some score is NaN
+	nanScore bool      // some score is NaN
+	spanners []spanner // tokens that may span a cut before "▁"
+	cuttable bool      // encodeSegment may cut text (see there)
 }
 
 // New builds a tokenizer; scores and types may be nil.
@@ -80,6 +82,7 @@ func New(tokens []string, scores []float32, types []int32) (*Tokenizer, error) {
 	for _, sc := range scores {
 		t.nanScore = t.nanScore || sc != sc
 	}
+	t.findSpanners()
 	return t, nil
 }
 
@@ -135,10 +138,15 @@ func (t *Tokenizer) Encode(text string, withSpecial bool) []int32 {
 // by their lead byte's length alone (so invalid bytes stay bytes), the
 // best-scoring adjacent pair that is a token is merged (leftmost on ties)
 // until none is, and symbols that are not tokens become byte tokens.
+//
+// Long text is cut into pieces of about cutEvery bytes, before a "▁"
+// that no token can span (see cutSafe), and the pieces are merged one by
+// one: as no merge can cross such a cut, the merges are those of the whole
+// text (each piece's in the same order), and the merge loop's working set
+// stays small.
 func (t *Tokenizer) encodeSegment(ids []int32, s string) []int32 {
 	m := merge.Merger{FirstOnly: t.nanScore}
-	m.Run(s, t.lookup)
-	m.Each(func(sym string) {
+	emit := func(sym string) {
 		if id, ok := t.vocab[sym]; ok {
 			ids = append(ids, id)
 			return
@@ -154,15 +162,83 @@ func (t *Tokenizer) encodeSegment(ids []int32, s string) []int32 {
 				i = len(sym)
 			}
 		}
-	})
+	}
+	last := 0
+	if t.cuttable {
+		// Cuts only between symbols, as the merge loop splits s; after a
+		// cut that is not safe, the next try is a little further on (in a
+		// long run of "▁", say, none is).
+		try := cutEvery
+		for i := 0; i < len(s); i += min(merge.SymbolLen(s[i]), len(s)-i) {
+			if i < try || !strings.HasPrefix(s[i:], space) {
+				continue
+			}
+			if !t.cutSafe(s, i) {
+				try = i + cutRetry
+				continue
+			}
+			m.Run(s[last:i], t.lookup)
+			m.Each(emit)
+			last, try = i, i+cutEvery
+		}
+	}
+	m.Run(s[last:], t.lookup)
+	m.Each(emit)
 	return ids
+}
+
+// cutEvery is the least length of the pieces encodeSegment cuts text into
+// and cutRetry how far on it tries again after a cut that is not safe
+// (variables for the tests).
+var cutEvery, cutRetry = 1024, 64
+
+// maxSpanners bounds len(Tokenizer.spanners) for cutting text: beyond it
+// testing cuts would cost more than it saves.
+const maxSpanners = 4096
+
+// spanner is a token that could span a cut before a "▁": at offset k > 0
+// it has "▁" or, at its end, a prefix of it.
+type spanner struct {
+	text string
+	k    int
+}
+
+// findSpanners lists the tokens that may span a cut before a "▁" (the
+// tokens merges can make: all of them) and says whether there are few
+// enough for cutting text.
+func (t *Tokenizer) findSpanners() {
+	for _, tok := range t.tokens {
+		for k := 1; k < len(tok); k++ {
+			if rest := tok[k:]; strings.HasPrefix(rest, space) || strings.HasPrefix(space, rest) {
+				t.spanners = append(t.spanners, spanner{tok, k})
+			}
+		}
+		if len(t.spanners) > maxSpanners {
+			t.spanners = nil
+			return
+		}
+	}
+	// NaN scores make a merge's turn depend on what lies left of it in the
+	// whole text (see lookup), so those vocabularies are never cut.
+	t.cuttable = !t.nanScore
+}
+
+// cutSafe reports whether no token spans s[:i] and s[i:], where s[i:]
+// starts with "▁": then no merge can cross i.
+func (t *Tokenizer) cutSafe(s string, i int) bool {
+	for _, sp := range t.spanners {
+		if a := i - sp.k; a >= 0 && strings.HasPrefix(s[a:], sp.text) {
+			return false
+		}
+	}
+	return true
 }
 
 // lookup is the merge.Lookup of encodeSegment: a pair merges if it is a
 // token, higher scores first. Equal scores (0 and -0 included) merge
 // leftmost first. A NaN score, which a "best so far" scan neither picks
 // over another nor replaces once picked, is merge.FirstOnly.
-func (t *Tokenizer) lookup(pair string, _ int) (uint64, merge.Kind) {
+func (t *Tokenizer) lookup(pair string, _ int) (uint32, merge.Kind) {
 	id, ok := t.vocab[pair]
 	if !ok {
 		return 0, merge.None
@@ -181,7 +257,7 @@ func (t *Tokenizer) lookup(pair string, _ int) (uint64, merge.Kind) {
 	} else {
 		b |= 1 << 31
 	}
-	return uint64(^b), merge.Ranked
+	return ^b, merge.Ranked
 }
 
 // DecodeBytes is the bytes of ids: byte tokens give their byte, "▁" a

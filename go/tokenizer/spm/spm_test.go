@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-func tiny(t *testing.T) *Tokenizer {
+func tiny(t testing.TB) *Tokenizer {
 	tokens := []string{"<unk>", "<s>", "</s>"}
 	types := []int32{TypeUnknown, TypeControl, TypeControl}
 	for b := 0; b < 256; b++ {

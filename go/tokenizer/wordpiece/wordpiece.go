@@ -53,6 +53,7 @@ type Tokenizer struct {
 	conts   map[string]int32 // continuation pieces, without "##"
 	special []specialToken   // control tokens matched verbatim in the input, longest first
 	sp      Special
+	longest int // the longest key of starts and conts, in bytes
 }
 
 type specialToken struct {
@@ -96,6 +97,7 @@ func New(tokens []string, types []int32, sp Special) (*Tokenizer, error) {
 	put := func(m map[string]int32, k string, id int32) {
 		if _, dup := m[k]; !dup {
 			m[k] = id
+			t.longest = max(t.longest, len(k))
 		}
 	}
 	for i, s := range tokens {
@@ -159,28 +161,39 @@ func (t *Tokenizer) Encode(text string) []int32 {
 // AppendTokens appends text's tokens to ids, without [CLS]/[SEP]. Control
 // tokens spelled out in text ("[MASK]") become those tokens.
 func (t *Tokenizer) AppendTokens(ids []int32, text string) []int32 {
-	for len(text) > 0 {
-		at, tok := t.nextSpecial(text)
-		ids = t.appendPlain(ids, text[:at])
+	// next[i] is where special[i] next occurs in text from pos on
+	// (len(text) if nowhere): looked up again only once pos has passed
+	// it, so that text is searched for each control token about once, not
+	// once for every control token in it.
+	var next []int
+	pos := 0
+	for pos < len(text) {
+		if next == nil {
+			next = make([]int, len(t.special))
+			for i := range next {
+				next[i] = -1
+			}
+		}
+		at, tok := len(text), (*specialToken)(nil)
+		for i := range t.special { // longest first, so a tie keeps the longest
+			if next[i] < pos {
+				next[i] = len(text)
+				if j := strings.Index(text[pos:], t.special[i].text); j >= 0 {
+					next[i] = pos + j
+				}
+			}
+			if next[i] < at {
+				at, tok = next[i], &t.special[i]
+			}
+		}
+		ids = t.appendPlain(ids, text[pos:at])
 		if tok == nil {
 			break
 		}
 		ids = append(ids, tok.id)
-		text = text[at+len(tok.text):]
+		pos = at + len(tok.text)
 	}
 	return ids
-}
-
-// nextSpecial finds the first control token spelled in text (the longest
-// at that position); at is len(text) when there is none.
-func (t *Tokenizer) nextSpecial(text string) (at int, tok *specialToken) {
-	at = len(text)
-	for i := range t.special { // longest first, so a tie keeps the longest
-		if j := strings.Index(text, t.special[i].text); j >= 0 && j < at {
-			at, tok = j, &t.special[i]
-		}
-	}
-	return at, tok
 }
 
 // appendPlain tokenizes text that holds no control tokens.
@@ -230,6 +243,9 @@ func (t *Tokenizer) appendWord(ids []int32, word []rune) []int32 {
 		}
 		found := false
 		for end := len(bounds) - 1; end > start; end-- {
+			if bounds[end]-bounds[start] > t.longest {
+				continue // longer than any piece
+			}
 			if id, ok := m[s[bounds[start]:bounds[end]]]; ok {
 				ids = append(ids, id)
 				start, found = end, true
