@@ -90,16 +90,8 @@ func TestMatchesNaive(t *testing.T) {
 		for _, sp := range c.tk.special {
 			extra = append(extra, sp.Text)
 		}
-		inputs := []string{"", " ", "hello world", strings.Repeat("a", c.size), strings.Repeat(" ", c.size),
-			strings.Repeat("ab", c.size/2), strings.Repeat("xyx", c.size/3), strings.Repeat("\n", c.size),
-			strings.Repeat("aaab", c.size/4), testvocab.English(rng, c.size), testvocab.LongWord(rng, c.size)}
-		count := c.count
-		if testing.Short() {
-			count /= 5
-		}
-		for range count {
-			inputs = append(inputs, testvocab.Random(rng, rng.Intn(c.size), extra))
-		}
+		inputs := testvocab.Inputs(rng, c.size, c.count, []string{"", " ", "hello world"},
+			[]string{"a", " ", "ab", "xyx", "\n", "aaab"}, extra)
 		for _, in := range inputs {
 			for _, withSpecial := range []bool{false, true} {
 				want := c.tk.naiveEncode(in, withSpecial)

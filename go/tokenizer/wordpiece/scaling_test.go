@@ -30,15 +30,7 @@ func minilm(t testing.TB) *Tokenizer {
 // random text dense with control tokens (and near misses), long words
 // and prose, in both spellings of the small vocabulary and with MiniLM's.
 func TestMatchesNaive(t *testing.T) {
-	plain, err := New(vocab, nil, special)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ptoks, ptypes := phantom(vocab)
-	ph, err := New(ptoks, ptypes, special)
-	if err != nil {
-		t.Fatal(err)
-	}
+	plain, ph := spellings(t)
 	toks := []*Tokenizer{plain, ph}
 	if m := minilm(t); m != nil {
 		toks = append(toks, m)

@@ -38,16 +38,23 @@ func phantom(v []string) ([]string, []int32) {
 	return out, types
 }
 
-func TestEncode(t *testing.T) {
+// spellings are the small vocabulary as plain pieces and in the phantom
+// spelling.
+func spellings(t testing.TB) (plain, ph *Tokenizer) {
 	plain, err := New(vocab, nil, special)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ptoks, ptypes := phantom(vocab)
-	ph, err := New(ptoks, ptypes, special)
+	ph, err = New(ptoks, ptypes, special)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return plain, ph
+}
+
+func TestEncode(t *testing.T) {
+	plain, ph := spellings(t)
 	long := strings.Repeat("a", 101)
 	for _, c := range []struct {
 		text string

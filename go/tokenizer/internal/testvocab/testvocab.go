@@ -240,6 +240,25 @@ const MaxRatio = 20
 // Scaling times encode on small and large text, large ten times as long
 // (the least of three runs each, against noise), logs the times per MB,
 // and fails t when large takes more than MaxRatio times as long as small
+// Inputs are a differential test's inputs: the fixed strings; each unit
+// repeated to about size bytes; prose and one long word of size bytes;
+// then count random mixes (a fifth of them with -short) of up to size
+// bytes with the extra strings (special tokens) among them.
+func Inputs(rng *rand.Rand, size, count int, fixed, units, extra []string) []string {
+	inputs := append([]string(nil), fixed...)
+	for _, u := range units {
+		inputs = append(inputs, strings.Repeat(u, size/len(u)))
+	}
+	inputs = append(inputs, English(rng, size), LongWord(rng, size))
+	if testing.Short() {
+		count /= 5
+	}
+	for range count {
+		inputs = append(inputs, Random(rng, rng.Intn(size), extra))
+	}
+	return inputs
+}
+
 // (the ratio is scaled to lengths exactly ten times apart).
 func Scaling(t testing.TB, name string, encode func(string), small, large string) {
 	t.Helper()
