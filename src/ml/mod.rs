@@ -16,6 +16,7 @@ pub mod log;
 pub mod model;
 pub mod ops;
 pub mod rpc;
+pub mod rpc_server;
 pub mod tensor;
 pub mod threads;
 

@@ -56,8 +56,7 @@
 #![cfg_attr(not(feature = "rpc"), allow(dead_code))]
 
 use std::io::{Read, Write};
-use std::net::{Ipv4Addr, SocketAddr, TcpStream, ToSocketAddrs};
-use std::path::PathBuf;
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::sync::Once;
 use std::time::Duration;
 
@@ -74,9 +73,6 @@ use crate::sys;
 /// cbindgen:ignore
 pub const SERVERS_ENV: &str = "GGML_RS_RPC_SERVERS";
 
-/// The port `ggml-rs-rpc-server` listens on by default.
-/// cbindgen:ignore
-pub const DEFAULT_PORT: u16 = 50052;
 
 /// How long connecting and the handshake with a new server may take.
 /// cbindgen:ignore
@@ -108,12 +104,6 @@ mod native {
             -> bool;
         pub fn ggml_backend_rpc_rs_endpoint_lost(endpoint: *const c_char, reason: *mut c_char, size: usize) -> bool;
         pub fn ggml_backend_rpc_rs_endpoint_reset(endpoint: *const c_char);
-    }
-
-    // Our C++ shim (cmake/ggml/shim.cpp).
-    extern "C" {
-        pub fn ggml_rs_shim_device_with_memory(inner: sys::ggml_backend_dev_t, limit: usize)
-            -> sys::ggml_backend_dev_t;
     }
 }
 #[cfg(feature = "rpc")]
@@ -624,151 +614,8 @@ pub(crate) fn check_tensor(_t: super::Tensor, _what: &str) -> Result<()> {
 
 // ---- serving ------------------------------------------------------------------
 
-/// Options of [`serve`] (the `ggml-rs-rpc-server` program).
-#[derive(Debug, Clone)]
-pub struct ServerOptions {
-    /// IPv4 address to listen on, or "localhost".
-    pub host: String,
-    pub port: u16,
-    /// CPU threads; 0 picks [`super::threads::default_threads`].
-    pub threads: usize,
-    /// Memory to report to clients in MiB (at most the host's free memory
-    /// is reported as free); None reports the host's memory.
-    pub mem_mib: Option<u64>,
-    /// Where the server caches large tensors by hash, so a client reloading
-    /// the same weights skips sending them.
-    pub cache_dir: Option<PathBuf>,
-    /// Listen on a non-loopback address. The RPC protocol has no
-    /// authentication or encryption: anyone who can connect can use the
-    /// machine's devices and read and write the tensors it holds.
-    pub allow_remote: bool,
-}
-
-impl Default for ServerOptions {
-    fn default() -> Self {
-        ServerOptions {
-            host: "127.0.0.1".into(),
-            port: DEFAULT_PORT,
-            threads: 0,
-            mem_mib: None,
-            cache_dir: None,
-            allow_remote: false,
-        }
-    }
-}
-
-/// The address `serve` would listen on, after the loopback check.
-pub fn server_address(opts: &ServerOptions) -> Result<Ipv4Addr> {
-    let ip: Ipv4Addr = if opts.host == "localhost" {
-        Ipv4Addr::LOCALHOST
-    } else {
-        opts.host.parse().map_err(|_| {
-            Error::invalid(format!(
-                "rpc server: host {:?} is not an IPv4 address (or \"localhost\")",
-                opts.host
-            ))
-        })?
-    };
-    if !ip.is_loopback() && !opts.allow_remote {
-        return Err(Error::invalid(format!(
-            "rpc server: refusing to listen on {ip}: the RPC protocol has no authentication, so anyone who can \
-             reach the port can use this machine; pass --allow-remote (allow_remote) on a network you trust"
-        )));
-    }
-    if opts.port == 0 {
-        return Err(Error::invalid("rpc server: port must be in 1..65535"));
-    }
-    Ok(ip)
-}
-
-/// Serves this machine's CPU to RPC clients; blocks for as long as it
-/// serves (one client at a time). `ready` is called with the endpoint and a
-/// description of the device just before listening starts. Returns an error
-/// when the options are bad or the port cannot be used.
-pub fn serve(opts: &ServerOptions, ready: impl FnOnce(&str, &str)) -> Result<()> {
-    #[cfg(not(feature = "rpc"))]
-    {
-        let _ = (opts, ready);
-        Err(unsupported("rpc server"))
-    }
-    #[cfg(feature = "rpc")]
-    {
-        super::log::init();
-        let ip = server_address(opts)?;
-        let endpoint = format!("{ip}:{}", opts.port);
-        let threads = if opts.threads == 0 {
-            super::threads::default_threads()
-        } else {
-            opts.threads
-        };
-        if threads > sys::GGML_MAX_N_THREADS as usize {
-            return Err(Error::invalid(format!(
-                "rpc server: {threads} threads, more than ggml's limit of {}",
-                sys::GGML_MAX_N_THREADS
-            )));
-        }
-        let cache = match &opts.cache_dir {
-            Some(dir) => {
-                std::fs::create_dir_all(dir).map_err(|e| {
-                    Error::new(
-                        ErrorKind::Io,
-                        format!("rpc server: cannot create cache folder {}: {e}", dir.display()),
-                    )
-                })?;
-                let s = dir.to_str().ok_or_else(|| {
-                    Error::invalid(format!("rpc server: cache folder {} is not valid UTF-8", dir.display()))
-                })?;
-                Some(c_string("rpc server", s)?)
-            }
-            None => None,
-        };
-        let mut dev = unsafe { sys::ggml_backend_dev_by_type(sys::GGML_BACKEND_DEVICE_TYPE_CPU) };
-        if dev.is_null() {
-            return Err(Error::unsupported("rpc server: ggml reports no CPU device"));
-        }
-        if let Some(mib) = opts.mem_mib {
-            let bytes = mib
-                .checked_mul(1 << 20)
-                .filter(|&b| b > 0 && b <= usize::MAX as u64)
-                .ok_or_else(|| Error::invalid(format!("rpc server: --mem {mib} MiB is not a usable size")))?;
-            dev = unsafe { native::ggml_rs_shim_device_with_memory(dev, bytes as usize) };
-            if dev.is_null() {
-                return Err(Error::oom("rpc server: cannot create the memory-capped device"));
-            }
-        }
-        // Fail early and clearly when the port is taken (ggml would only say
-        // "Failed to create server socket").
-        drop(
-            std::net::TcpListener::bind((ip, opts.port))
-                .map_err(|e| Error::new(ErrorKind::Io, format!("rpc server: cannot listen on {endpoint}: {e}")))?,
-        );
-        let (mut free, mut total) = (0usize, 0usize);
-        unsafe { sys::ggml_backend_dev_memory(dev, &mut free, &mut total) };
-        let desc = unsafe { std::ffi::CStr::from_ptr(sys::ggml_backend_dev_description(dev)) }.to_string_lossy();
-        ready(
-            &endpoint,
-            &format!(
-                "{desc}, {} MiB ({} MiB free), {threads} threads",
-                total >> 20,
-                free >> 20
-            ),
-        );
-        let c_ep = c_string("rpc server", &endpoint)?;
-        unsafe {
-            sys::ggml_backend_rpc_start_server(
-                c_ep.as_ptr(),
-                cache.as_ref().map_or(std::ptr::null(), |c| c.as_ptr()),
-                threads,
-                1,
-                &mut dev,
-            )
-        };
-        Err(Error::new(
-            ErrorKind::Io,
-            format!("rpc server: stopped serving on {endpoint} (see the messages above)"),
-        ))
-    }
-}
+// The server is its own module (it needs nothing of ggml's RPC client).
+pub use super::rpc_server::{serve, server_address, ServerOptions, DEFAULT_PORT};
 
 #[cfg(test)]
 mod tests {
