@@ -14,22 +14,27 @@ ggml-rs-rpc-server: serve this machine's CPU to ggml RPC clients (ggml-rs:
 add it with GGML_RS_RPC_SERVERS=host:port or ggml_rs_rpc_add_server).
 
 Usage: ggml-rs-rpc-server [--host ADDR] [--port PORT] [--threads N] [--mem MiB]
-                          [--cache DIR] [--allow-remote]
+                          [--cache DIR] [--max-clients N] [--allow-remote]
 
 Options:
   -H, --host ADDR      IPv4 address to listen on (default 127.0.0.1;
                        \"localhost\" is 127.0.0.1)
   -p, --port PORT      TCP port (default {DEFAULT_PORT})
-  -t, --threads N      CPU threads for computing (default: the CPUs this
+  -t, --threads N      CPU threads per client (default: the CPUs this
                        process may use, within any cgroup quota)
-  -m, --mem MiB        memory to report to clients (default: this host's)
+  -m, --mem MiB        memory to report to clients, and the most their buffers
+                       may hold together (default: this host's)
   -c, --cache DIR      cache large tensors here by hash, so clients that load
                        the same weights again skip sending them
+      --max-clients N  clients served at once (default 16); more are refused
       --allow-remote   allow a non-loopback ADDR (see SECURITY)
   -h, --help           this text
   -V, --version        the version
 
-The server serves one client at a time and runs until it is stopped.
+Each client is served by a process of its own, side by side with the others;
+every request is checked before it is computed, and a bad one ends only the
+connection that sent it (the reason is logged). The server runs until it is
+stopped.
 
 SECURITY: the ggml RPC protocol has no authentication and no encryption.
 Anyone who can connect can use this machine's devices and read and write the
@@ -92,6 +97,14 @@ fn parse(args: &[String]) -> Result<Option<ServerOptions>, String> {
                 );
             }
             "-c" | "--cache" => o.cache_dir = Some(PathBuf::from(value("--cache")?)),
+            "--max-clients" => {
+                let v = value("--max-clients")?;
+                o.max_clients = v
+                    .parse()
+                    .ok()
+                    .filter(|&n| (1..=4096).contains(&n))
+                    .ok_or(format!("--max-clients {v:?} is not a number in 1..4096"))?;
+            }
             "--allow-remote" => o.allow_remote = true,
             other => return Err(format!("unknown argument {other:?}")),
         }

@@ -455,6 +455,12 @@ pub fn check(t: &T) -> R {
             need(ty(t) == ty(a), || format!("result {} must have a's type", desc(t)))?;
             same_shape("result and a", t, a)?;
             let (n_dims, mode, n_offs) = (param_i32(t, 1), param_i32(t, 2), param_i32(t, 15));
+            let modes = [sys::GGML_ROPE_TYPE_NORMAL, sys::GGML_ROPE_TYPE_NEOX, sys::GGML_ROPE_TYPE_MROPE, sys::GGML_ROPE_TYPE_VISION, sys::GGML_ROPE_TYPE_IMROPE];
+            need(modes.contains(&(mode as u32)), || format!("unknown rope mode {mode}"))?;
+            need(a.ne[0] % 2 == 0, || format!("rope needs an even dim 0, got {}", desc(a)))?;
+            if mode as u32 == sys::GGML_ROPE_TYPE_VISION {
+                need(2 * n_dims as i64 == a.ne[0] && n_offs == 0, || format!("vision rope of {n_dims} dims over {}", desc(a)))?;
+            }
             let multi = mode & sys::GGML_ROPE_TYPE_MROPE as i32 != 0;
             let per_token = if multi { 4 } else { 1 };
             need(pos.ne[0] == a.ne[2] * per_token && nelements(pos) == pos.ne[0], || {
@@ -502,6 +508,8 @@ pub fn check(t: &T) -> R {
                 type_in("sinks", s, &[F32])?;
                 need(s.ne[0] == q.ne[2] && nelements(s) == s.ne[0], || format!("sinks {} for q {}", desc(s), desc(q)))?;
             }
+            let prec = param_i32(t, 3);
+            need(prec == sys::GGML_PREC_DEFAULT as i32 || prec == sys::GGML_PREC_F32 as i32, || format!("unknown precision {prec}"))?;
             type_in("result", t, &[F32])?;
             shape("result", t, [v.ne[0], q.ne[2], q.ne[1], q.ne[3]])?;
             ordered_f32_result(t)
