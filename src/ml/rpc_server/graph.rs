@@ -163,7 +163,7 @@ pub struct Graph {
 
 /// Most nodes and tensors one graph may have (ggml's graphs of the largest
 /// models have tens of thousands).
-pub const MAX_GRAPH_TENSORS: u32 = 1 << 20;
+pub(super) const MAX_GRAPH_TENSORS: u32 = 1 << 20;
 
 /// Parses and checks `device u32 | n_nodes u32 | ids u64[n] | n_tensors u32 |
 /// rpc_tensor[]`; returns the device and the graph.

@@ -115,10 +115,16 @@ pub fn server_address(opts: &ServerOptions) -> Result<Ipv4Addr> {
     Ok(ip)
 }
 
-// Our C++ shim (cmake/ggml/shim.cpp): a device like another with a memory cap.
-extern "C" {
-    fn ggml_rs_shim_device_with_memory(inner: sys::ggml_backend_dev_t, limit: usize) -> sys::ggml_backend_dev_t;
+/// Our C++ shim (cmake/ggml/shim.cpp): a device like another with a memory
+/// cap. Not part of ggml-rs's C ABI.
+/// cbindgen:ignore
+mod native {
+    use crate::sys;
+    extern "C" {
+        pub fn ggml_rs_shim_device_with_memory(inner: sys::ggml_backend_dev_t, limit: usize) -> sys::ggml_backend_dev_t;
+    }
 }
+use native::ggml_rs_shim_device_with_memory;
 
 fn log(msg: &str) {
     eprintln!("ggml-rs-rpc-server: {msg}");

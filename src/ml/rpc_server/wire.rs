@@ -11,31 +11,31 @@
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
 
-pub const ALLOC_BUFFER: u8 = 0;
-pub const GET_ALIGNMENT: u8 = 1;
-pub const GET_MAX_SIZE: u8 = 2;
-pub const BUFFER_GET_BASE: u8 = 3;
-pub const FREE_BUFFER: u8 = 4;
-pub const BUFFER_CLEAR: u8 = 5;
-pub const SET_TENSOR: u8 = 6;
-pub const SET_TENSOR_HASH: u8 = 7;
-pub const GET_TENSOR: u8 = 8;
-pub const COPY_TENSOR: u8 = 9;
-pub const GRAPH_COMPUTE: u8 = 10;
-pub const GET_DEVICE_MEMORY: u8 = 11;
-pub const INIT_TENSOR: u8 = 12;
-pub const GET_ALLOC_SIZE: u8 = 13;
-pub const HELLO: u8 = 14;
-pub const DEVICE_COUNT: u8 = 15;
-pub const GRAPH_RECOMPUTE: u8 = 16;
-pub const MEMSET_TENSOR: u8 = 17;
+pub(super) const ALLOC_BUFFER: u8 = 0;
+pub(super) const GET_ALIGNMENT: u8 = 1;
+pub(super) const GET_MAX_SIZE: u8 = 2;
+pub(super) const BUFFER_GET_BASE: u8 = 3;
+pub(super) const FREE_BUFFER: u8 = 4;
+pub(super) const BUFFER_CLEAR: u8 = 5;
+pub(super) const SET_TENSOR: u8 = 6;
+pub(super) const SET_TENSOR_HASH: u8 = 7;
+pub(super) const GET_TENSOR: u8 = 8;
+pub(super) const COPY_TENSOR: u8 = 9;
+pub(super) const GRAPH_COMPUTE: u8 = 10;
+pub(super) const GET_DEVICE_MEMORY: u8 = 11;
+pub(super) const INIT_TENSOR: u8 = 12;
+pub(super) const GET_ALLOC_SIZE: u8 = 13;
+pub(super) const HELLO: u8 = 14;
+pub(super) const DEVICE_COUNT: u8 = 15;
+pub(super) const GRAPH_RECOMPUTE: u8 = 16;
+pub(super) const MEMSET_TENSOR: u8 = 17;
 
 /// The protocol version we speak (ggml's RPC_PROTO_*_VERSION).
-pub const VERSION: [u8; 3] = [7, 0, 0];
+pub(super) const VERSION: [u8; 3] = [7, 0, 0];
 /// Transport capabilities exchanged in HELLO (zero: plain TCP).
-pub const CAPS: usize = 24;
+pub(super) const CAPS: usize = 24;
 /// sizeof(rpc_tensor).
-pub const TENSOR: usize = 296;
+pub(super) const TENSOR: usize = 296;
 /// Reads grow by at most this much before the data is there.
 const CHUNK: usize = 1 << 20;
 
