@@ -620,6 +620,7 @@ pub use super::rpc_server::{serve, server_address, ServerOptions, DEFAULT_PORT};
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::net::Ipv4Addr;
 
     #[test]
     fn endpoints_parse() {
