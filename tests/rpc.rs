@@ -36,6 +36,7 @@ use std::ffi::{c_char, CString};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
+use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::sync::Mutex;
@@ -96,6 +97,7 @@ impl Server {
             .args(extra)
             .stdout(Stdio::null())
             .stderr(stderr)
+            .process_group(0)
             .spawn()
             .expect("spawn ggml-rs-rpc-server");
         let mut s = Server {
@@ -118,7 +120,13 @@ impl Server {
         None
     }
 
+    /// Kills the server: its listener and the processes serving its
+    /// connections (its process group), as a service manager would.
     fn kill(&mut self) {
+        unsafe { libc::kill(-(self.child.id() as i32), libc::SIGKILL) };
+        // SIGKILL reaches the connection processes at once; their sockets
+        // close as they exit, which the listener's wait does not cover.
+        std::thread::sleep(Duration::from_millis(300));
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
