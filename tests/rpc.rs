@@ -123,13 +123,29 @@ impl Server {
     /// Kills the server: its listener and the processes serving its
     /// connections (its process group), as a service manager would.
     fn kill(&mut self) {
-        unsafe { libc::kill(-(self.child.id() as i32), libc::SIGKILL) };
-        // SIGKILL reaches the connection processes at once; their sockets
-        // close as they exit, which the listener's wait does not cover.
-        std::thread::sleep(Duration::from_millis(300));
+        let group = self.child.id() as i32;
+        unsafe { libc::kill(-group, libc::SIGKILL) };
         let _ = self.child.kill();
         let _ = self.child.wait();
+        // The connection processes' sockets close when they exit, which
+        // the listener's wait does not cover: wait until none of the group
+        // is still running (exited ones linger as zombies until reaped).
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while group_running(group) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
     }
+}
+
+/// Whether a process of process group `group` is running (not a zombie).
+fn group_running(group: i32) -> bool {
+    std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
+        let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+        // pid (comm) state ppid pgrp ...: the fields after the last ')'.
+        let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        f.len() > 2 && f[0] != "Z" && f[2] == group.to_string()
+    })
 }
 
 impl Drop for Server {
