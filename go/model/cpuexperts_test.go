@@ -9,13 +9,11 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
-	"ggmlrs/internal/rpcserver"
 	"ggmlrs/kvcache"
 	"ggmlrs/ml"
 	"ggmlrs/ml/backend"
@@ -62,13 +60,7 @@ func TestCPUExpertsOverRPC(t *testing.T) {
 	for _, name := range cpuExpertModels {
 		smallModel(t, name)
 	}
-	endpoint, srvOut := rpcserver.Start(t, "--threads", "1", "--mem", "1024")
-	child := exec.Command(os.Args[0], "-test.run", "^TestCPUExpertsOverRPC$", "-test.v")
-	child.Env = append(os.Environ(), "GGML_RS_RPC_SERVERS="+endpoint, "GGMLRS_TEST_CPU_EXPERTS_CHILD=1")
-	out, err := child.CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "--- PASS: TestCPUExpertsOverRPC") {
-		t.Fatalf("CPU experts with an RPC device: %v\n%s\nserver:\n%s", err, out, srvOut())
-	}
+	_, out := runWithRPCServer(t, "TestCPUExpertsOverRPC", "GGMLRS_TEST_CPU_EXPERTS_CHILD", "--threads", "1", "--mem", "1024")
 	t.Logf("child:\n%s", out)
 }
 

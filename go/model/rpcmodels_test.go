@@ -9,11 +9,9 @@ package model_test
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
 
-	"ggmlrs/internal/rpcserver"
 	"ggmlrs/ml"
 	"ggmlrs/ml/backend"
 )
@@ -36,15 +34,9 @@ func TestEveryArchitectureOverRPC(t *testing.T) {
 	for _, name := range rpcModels {
 		smallModel(t, name)
 	}
-	endpoint, srvOut := rpcserver.Start(t, "--threads", "1", "--mem", "2048")
-	child := exec.Command(os.Args[0], "-test.run", "^TestEveryArchitectureOverRPC$", "-test.v")
-	child.Env = append(os.Environ(), "GGML_RS_RPC_SERVERS="+endpoint, "GGMLRS_TEST_RPC_MODELS_CHILD=1")
-	out, err := child.CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "--- PASS: TestEveryArchitectureOverRPC") {
-		t.Fatalf("models on an RPC device: %v\n%s\nserver:\n%s", err, out, srvOut())
-	}
-	if strings.Contains(srvOut(), "refused") || strings.Contains(srvOut(), "died") {
-		t.Fatalf("the server refused a request or lost a connection process:\n%s", srvOut())
+	srv, out := runWithRPCServer(t, "TestEveryArchitectureOverRPC", "GGMLRS_TEST_RPC_MODELS_CHILD", "--threads", "1", "--mem", "2048")
+	if strings.Contains(srv, "refused") || strings.Contains(srv, "died") {
+		t.Fatalf("the server refused a request or lost a connection process:\n%s", srv)
 	}
 	t.Logf("child:\n%s", out)
 }
