@@ -660,6 +660,14 @@ mod tests {
         o.port = 0;
         assert!(server_address(&o).is_err());
         o.port = 1;
+        for (clients, ok) in [(0, false), (1, true), (4096, true), (4097, false)] {
+            o.max_clients = clients;
+            assert_eq!(server_address(&o).is_ok(), ok, "{clients} clients");
+        }
+        o.max_clients = 16;
+        o.hello_timeout = Duration::ZERO;
+        assert!(server_address(&o).unwrap_err().message.contains("timeouts"));
+        o.hello_timeout = Duration::from_secs(1);
         o.host = "example.com".into();
         assert!(server_address(&o).is_err());
     }
