@@ -120,3 +120,7 @@ pub fn logical<T: Copy>(v: Tensor, base: &[T]) -> Vec<T> {
     }
     out
 }
+
+/// A ggml-rs-rpc-server child process (the bin needs the `rpc` feature).
+#[cfg(feature = "rpc")]
+pub mod server;
