@@ -1829,6 +1829,17 @@ ggml_rs_status ggml_rs_rpc_add_servers(const char *endpoints, struct ggml_rs_err
 ggml_rs_status ggml_rs_rpc_server_status(const char *endpoint, struct ggml_rs_error *err);
 
 /**
+ * Sets how long connections to servers made from now on wait for a reply
+ * (or for room to send), in seconds; 0 waits for ever. When the time
+ * passes, the connection counts as lost and the command fails with
+ * GGML_RS_ERR_COMPUTE ("no reply to GET_TENSOR within 600 s"). A graph's
+ * compute is awaited by the next command that reads, so this bounds one
+ * graph's compute time on the server. Default 600 s, or the environment
+ * variable GGML_RS_RPC_TIMEOUT (read when the first server is added).
+ */
+ggml_rs_status ggml_rs_rpc_set_reply_timeout(uint32_t seconds, struct ggml_rs_error *err);
+
+/**
  * Number of servers added so far (explicitly or from GGML_RS_RPC_SERVERS).
  */
 size_t ggml_rs_rpc_server_count(void);

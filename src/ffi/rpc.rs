@@ -84,6 +84,18 @@ pub extern "C" fn ggml_rs_rpc_server_status(endpoint: *const c_char, err: *mut g
     })
 }
 
+/// Sets how long connections to servers made from now on wait for a reply
+/// (or for room to send), in seconds; 0 waits for ever. When the time
+/// passes, the connection counts as lost and the command fails with
+/// GGML_RS_ERR_COMPUTE ("no reply to GET_TENSOR within 600 s"). A graph's
+/// compute is awaited by the next command that reads, so this bounds one
+/// graph's compute time on the server. Default 600 s, or the environment
+/// variable GGML_RS_RPC_TIMEOUT (read when the first server is added).
+#[no_mangle]
+pub extern "C" fn ggml_rs_rpc_set_reply_timeout(seconds: u32, err: *mut ggml_rs_error) -> ggml_rs_status {
+    guard_status(err, || rpc::set_reply_timeout(std::time::Duration::from_secs(seconds.into())))
+}
+
 /// Number of servers added so far (explicitly or from GGML_RS_RPC_SERVERS).
 #[no_mangle]
 pub extern "C" fn ggml_rs_rpc_server_count() -> usize {

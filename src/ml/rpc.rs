@@ -43,10 +43,17 @@
 //! (after restarting the server) checks it and makes it usable for new
 //! backends.
 //!
+//! Our patch `scripts/patches/07-rpc-client-checks.sh` checks every reply
+//! before ggml uses it (device count, alignment, maximum size, buffer size
+//! and base, allocation size; free memory is clamped to the total) and
+//! poisons the connection of a server that breaks a rule, with the reason
+//! "protocol violation: …"; a reply that does not come within the reply
+//! timeout ([`set_reply_timeout`], [`TIMEOUT_ENV`], default
+//! [`DEFAULT_REPLY_TIMEOUT`]) does the same.
+//!
 //! What remains: a host that vanishes without closing the connection
 //! (power loss, network partition) is noticed by TCP keepalive after about
-//! 30 s on Linux, longer elsewhere; a server that accepts but never answers
-//! a command in the middle of a session blocks that compute. The RPC
+//! 30 s on Linux, longer elsewhere. The RPC
 //! protocol has no authentication or encryption: only use it on networks
 //! you trust. ggml's device registry is not thread-safe: add servers before
 //! other threads enumerate devices or create backends.
@@ -73,6 +80,16 @@ use crate::sys;
 /// cbindgen:ignore
 pub const SERVERS_ENV: &str = "GGML_RS_RPC_SERVERS";
 
+
+/// The environment variable with the reply timeout in seconds
+/// ([`set_reply_timeout`]), read when the first server is added.
+/// cbindgen:ignore
+pub const TIMEOUT_ENV: &str = "GGML_RS_RPC_TIMEOUT";
+
+/// How long a connection waits for a server's reply by default: a graph's
+/// compute on the server must finish within it.
+/// cbindgen:ignore
+pub const DEFAULT_REPLY_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// How long connecting and the handshake with a new server may take.
 /// cbindgen:ignore
@@ -104,6 +121,12 @@ mod native {
             -> bool;
         pub fn ggml_backend_rpc_rs_endpoint_lost(endpoint: *const c_char, reason: *mut c_char, size: usize) -> bool;
         pub fn ggml_backend_rpc_rs_endpoint_reset(endpoint: *const c_char);
+    }
+
+    // Added to ggml by scripts/patches/07-rpc-client-checks.sh.
+    #[cfg(feature = "rpc")]
+    extern "C" {
+        pub fn ggml_backend_rpc_rs_set_reply_timeout(seconds: std::ffi::c_uint);
     }
 }
 #[cfg(feature = "rpc")]
@@ -290,6 +313,47 @@ pub(crate) fn init_from_env() {
     });
 }
 
+/// Sets how long connections made from now on wait for a server's reply
+/// (or for room to send) before the connection counts as lost ("no reply
+/// to GET_TENSOR within 600 s"); `Duration::ZERO` waits for ever. The
+/// default is [`DEFAULT_REPLY_TIMEOUT`], or [`TIMEOUT_ENV`] when set. A
+/// graph's compute is awaited by the next command that reads, so the
+/// timeout bounds one graph's compute time on the server. Whole seconds,
+/// rounded up; at most 2^32 - 1.
+pub fn set_reply_timeout(timeout: Duration) -> Result<()> {
+    let secs = timeout.as_secs() + u64::from(timeout.subsec_nanos() > 0);
+    let secs = u32::try_from(secs)
+        .map_err(|_| Error::invalid(format!("rpc: reply timeout of {secs} s is too long (at most {} s)", u32::MAX)))?;
+    apply_timeout_env();
+    set_timeout_secs(secs);
+    Ok(())
+}
+
+#[cfg(feature = "rpc")]
+fn set_timeout_secs(secs: u32) {
+    unsafe { patched::ggml_backend_rpc_rs_set_reply_timeout(secs) };
+}
+
+#[cfg(not(feature = "rpc"))]
+fn set_timeout_secs(_secs: u32) {}
+
+/// Applies [`TIMEOUT_ENV`] once per process, before the first connection
+/// (and before an explicit [`set_reply_timeout`], which then wins).
+fn apply_timeout_env() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let Ok(v) = std::env::var(TIMEOUT_ENV) else { return };
+        match v.trim().parse::<u32>() {
+            Ok(secs) => set_timeout_secs(secs),
+            Err(_) => {
+                super::log::init();
+                log::warn!(target: "ggml_rs", "{TIMEOUT_ENV}={v:?} is not a number of seconds (0 to {}); keeping {} s",
+                    u32::MAX, DEFAULT_REPLY_TIMEOUT.as_secs());
+            }
+        }
+    });
+}
+
 /// Adds a server's devices to ggml's device registry and returns them.
 ///
 /// The endpoint is checked first (syntax, TCP connect and the protocol
@@ -336,6 +400,7 @@ fn add(endpoint: &str) -> Result<Vec<DeviceInfo>> {
     let (host, port) = parse_endpoint(endpoint)?;
     let ep = format!("{host}:{port}");
     let c_ep = c_string("rpc", &ep)?;
+    apply_timeout_env();
     let _guard = ADD_LOCK.lock();
 
     let known = SERVERS
@@ -643,6 +708,15 @@ mod tests {
             assert!(e.message.contains("malformed endpoint"), "{}", e.message);
         }
         assert_eq!(split_list(" a:1, ,b:2,"), vec!["a:1", "b:2"]);
+    }
+
+    #[test]
+    fn reply_timeouts_fit_in_32_bits_of_seconds() {
+        let e = set_reply_timeout(Duration::from_secs(1 << 32)).unwrap_err();
+        assert!(e.message.contains("too long"), "{}", e.message);
+        // rounded up to whole seconds; restore the default afterwards
+        set_reply_timeout(Duration::from_millis(1)).unwrap();
+        set_reply_timeout(DEFAULT_REPLY_TIMEOUT).unwrap();
     }
 
     #[test]
