@@ -33,7 +33,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
-use ggml_rs::ml::{data, rpc, Backend, BackendParams, Context, DeviceType, Result};
+use ggml_rs::ml::model::Layout;
+use ggml_rs::ml::{data, rpc, Backend, BackendParams, Context, Result};
 use ggml_rs::sys;
 
 // Commands of the RPC protocol (ggml-rpc.cpp), and those with a reply.
@@ -144,16 +145,19 @@ fn put_u64(v: &mut [u8], at: usize, x: u64) {
 }
 
 /// The named lies of `each_lie_is_an_error_not_a_crash`: told to the first
-/// reply to their command, every connection.
-fn named_liar(name: &str) -> Box<Liar> {
-    let name = name.to_string();
-    let mut done = false;
+/// reply to their command on each connection, or to the n-th with a suffix
+/// "@n" (the weights take the first buffer, the graph the second).
+fn named_liar(lie: &str) -> Box<Liar> {
+    let (name, nth) = match lie.split_once('@') {
+        Some((n, k)) => (n.to_string(), k.parse::<usize>().unwrap()),
+        None => (lie.to_string(), 1),
+    };
+    let mut seen = [0usize; 256];
     Box::new(move |cmd, req, rsp| {
-        let once = |c: u8, done: &mut bool| {
-            let hit = cmd == c && !*done;
-            *done |= hit;
-            hit
-        };
+        seen[cmd as usize] += 1;
+        let n = seen[cmd as usize];
+        let once = |c: u8, _: &mut ()| cmd == c && n == nth;
+        let mut done = ();
         let lied = match name.as_str() {
             "devices" if once(DEVICE_COUNT, &mut done) => {
                 rsp.copy_from_slice(&u32::MAX.to_le_bytes());
@@ -237,11 +241,47 @@ fn data() -> Data {
     Data { w: bytes(&r.vec((K * M) as usize)), q, x: bytes(&r.vec((K * N) as usize)) }
 }
 
-/// softmax(W·x + Q·x) with W (f32) and Q (q8_0) on scheduler position `at`.
-fn workload(b: &Backend, at: usize, d: &Data) -> Result<Vec<f32>> {
-    let mut root = Context::new(b, 64)?;
-    let w = root.on_device(at).from_bytes(F32, &[K, M], &d.w)?;
-    let q = root.on_device(at).from_bytes(sys::GGML_TYPE_Q8_0, &[K, M], &d.q)?;
+/// A one-layer model file holding W (f32), Q (q8_0) and two odd-sized
+/// tensors between them, so that placing them in one buffer needs the
+/// device's alignment.
+fn model_file(d: &Data) -> std::path::PathBuf {
+    use ggml_rs::ml::gguf::write::{TensorSpec, Writer};
+    use ggml_rs::ml::gguf::Value;
+    let spec = |name: &str, dtype: u32, ne: &[i64], data: Vec<u8>| TensorSpec {
+        name: name.as_bytes().to_vec(),
+        dtype,
+        ne: ne.to_vec(),
+        n_dims: None,
+        offset: None,
+        data: Some(data),
+    };
+    let w = Writer::new()
+        .kv("general.architecture", Value::Str("test".into()))
+        .kv("test.block_count", Value::U32(1))
+        .tensor_spec(spec("blk.0.w.weight", F32, &[K, M], d.w.clone()))
+        .tensor_spec(spec("blk.0.odd.weight", F32, &[33], vec![0; 33 * 4]))
+        .tensor_spec(spec("blk.0.q.weight", sys::GGML_TYPE_Q8_0, &[K, M], d.q.clone()))
+        .tensor_spec(spec("blk.0.odd2.weight", F16, &[7, 3], vec![0; 7 * 3 * 2]));
+    let path = std::env::temp_dir().join(format!("ggml-rs-rpc-client-{}.gguf", std::process::id()));
+    w.write_to(&path).unwrap();
+    path
+}
+
+/// Loads the model with its layer on registry device `device` (None: the
+/// CPU) and computes softmax(W·x + Q·x): the weights go through ggml's
+/// tensor allocator, the graph's intermediates through its graph allocator.
+fn workload(path: &std::path::Path, device: Option<usize>, d: &Data) -> Result<Vec<f32>> {
+    let layout = Layout { layer_devices: vec![device, None], ..Default::default() };
+    let params = BackendParams { n_threads: 1, ..Default::default() };
+    let b = Backend::open(Some(path.to_str().unwrap()), &params, &layout)?;
+    b.load(&mut |_| true)?;
+    if let Some(dev) = device {
+        for (name, buft, at, _) in b.placements() {
+            assert!(at == dev && buft.starts_with("RPC"), "{name} in {buft} on device {at}");
+        }
+    }
+    let (w, q) = (b.get("blk.0.w.weight").unwrap(), b.get("blk.0.q.weight").unwrap());
+    let mut root = Context::new(&b, 64)?;
     let x = root.input().from_bytes(F32, &[K, N], &d.x)?;
     let h = root.mul_mat(w, x)?;
     let g = root.mul_mat(q, x)?;
@@ -249,10 +289,6 @@ fn workload(b: &Backend, at: usize, d: &Data) -> Result<Vec<f32>> {
     let y = root.softmax(s)?;
     root.compute(&[y])?;
     data::read_f32(y, "y")
-}
-
-fn backend() -> Result<Backend> {
-    Backend::new(&BackendParams { n_threads: 1, ..Default::default() })
 }
 
 /// One client run in this (child) process: the CPU result first, then
@@ -266,7 +302,8 @@ fn client_run(lie: &str, upstream: &str) {
         assert_eq!(unsafe { ggml_rs_rpc_set_reply_timeout(2, &mut err) }, 0);
     }
     let d = data();
-    let want = workload(&backend().unwrap(), 0, &d).unwrap();
+    let path = model_file(&d);
+    let want = workload(&path, None, &d).unwrap();
     let lie = lie.to_string();
     let (endpoint, lies) = proxy(upstream.to_string(), move || match lie.strip_prefix("fuzz:") {
         Some(seed) => fuzz_liar(seed.parse().unwrap()),
@@ -277,14 +314,12 @@ fn client_run(lie: &str, upstream: &str) {
         for i in &infos {
             assert!(i.memory_free <= i.memory_total, "free > total: {i:?}");
         }
-        let b = backend()?;
-        let at = b.devices().iter().position(|d| d.library == "RPC").expect("the RPC device");
-        assert!(b.devices()[at].device_type != DeviceType::Cpu);
-        let got = workload(&b, at, &d)?;
+        let got = workload(&path, Some(infos[0].index), &d)?;
         let worst = got.iter().zip(&want).map(|(g, w)| (g - w).abs()).fold(0f32, f32::max);
         Ok(format!("max |Δ| to the CPU {worst:e}"))
     })();
     let n = lies.load(Ordering::SeqCst);
+    let _ = std::fs::remove_file(&path);
     match outcome {
         Ok(m) => println!("RUN ok lies={n}: {m}"),
         Err(e) => println!("RUN err lies={n}: {}", e.message),
@@ -360,8 +395,10 @@ fn each_lie_is_an_error_not_a_crash() {
         ("alignment-2^40", "GET_ALIGNMENT returned 1099511627776"),
         ("max-size-0", "GET_MAX_SIZE returned 0 "),
         ("short-buffer", "returned a buffer of"),
+        ("short-buffer@2", "returned a buffer of"),
         ("null-base", "BUFFER_GET_BASE returned 0, which is NULL"),
         ("unaligned-base", "is not aligned"),
+        ("unaligned-base@2", "is not aligned"),
         ("wrapping-base", "wraps around the address space"),
         ("alloc-size-2^60", "GET_ALLOC_SIZE returned 1152921504606846976"),
         ("reply-size", "connection lost during GET_ALIGNMENT"),

@@ -663,6 +663,17 @@ pub(crate) fn check_buft(buft: sys::ggml_backend_buffer_type_t, what: &str) -> R
     Ok(())
 }
 
+/// After a buffer was allocated and placed: an error naming the server
+/// when it is a remote buffer whose connection is lost.
+pub(crate) fn check_buffer(buf: sys::ggml_backend_buffer_t, what: &str) -> Result<()> {
+    #[cfg(feature = "rpc")]
+    if let Some((ep, why)) = buffer_lost(buf) {
+        return Err(lost_error(what, &ep, &why));
+    }
+    let _ = (buf, what);
+    Ok(())
+}
+
 #[cfg(not(feature = "rpc"))]
 pub(crate) fn check_graph(
     _inner: &super::backend::BackendInner,

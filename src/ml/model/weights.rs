@@ -292,11 +292,14 @@ pub(crate) fn allocate(weights: &mut Weights, memory: &Memory) -> Result<()> {
         }
         let buf = unsafe { sys::ggml_backend_alloc_ctx_tensors_from_buft(set.ctx, set.buft) };
         if buf.is_null() {
+            crate::ml::rpc::check_buft(set.buft, "load")?;
             let name = unsafe { std::ffi::CStr::from_ptr(sys::ggml_backend_buft_name(set.buft)) }.to_string_lossy();
             return Err(Error::oom(format!("load: failed to allocate the weights in {name}; required memory: {memory}")));
         }
         unsafe { sys::ggml_backend_buffer_set_usage(buf, sys::GGML_BACKEND_BUFFER_USAGE_WEIGHTS) };
         weights.sets[i].buffer = buf;
+        // A remote buffer whose server broke a rule while it was placed.
+        crate::ml::rpc::check_buffer(buf, "load")?;
     }
     Ok(())
 }
