@@ -6,12 +6,17 @@
 package regfile
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"syscall"
 )
+
+// ErrNotRegular is wrapped by Open's and ReadFile's errors for a path that
+// names something other than a regular file.
+var ErrNotRegular = errors.New("not a regular file")
 
 // Open opens the regular file at path for reading. It opens with
 // O_NONBLOCK (a named pipe opens at once) and checks what it opened (no
@@ -30,7 +35,7 @@ func Open(path string) (*os.File, error) {
 	}
 	if !st.Mode().IsRegular() {
 		f.Close()
-		return nil, fmt.Errorf("%s is not a regular file (%s)", path, kind(st.Mode()))
+		return nil, fmt.Errorf("%s is %w (%s)", path, ErrNotRegular, kind(st.Mode()))
 	}
 	// Reads of a regular file never wait anyway; clear the flag so that the
 	// file behaves as one from os.Open.

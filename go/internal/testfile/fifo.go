@@ -1,6 +1,7 @@
 package testfile
 
 import (
+	"os"
 	"path/filepath"
 	"syscall"
 	"testing"
@@ -10,13 +11,22 @@ import (
 // Patience is how long refusing a named pipe may take in a test.
 const Patience = 5 * time.Second
 
-// Fifo makes a named pipe in a fresh directory and returns its path. At
-// the test's end it opens the pipe for writing without blocking, which
-// releases a reader still blocked in open(2) (a regression), so that the
-// test fails instead of hanging.
+// Fifo makes a named pipe in a fresh directory and returns its path (see
+// FifoAt).
 func Fifo(t testing.TB) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "pipe")
+	FifoAt(t, path)
+	return path
+}
+
+// FifoAt makes a named pipe at path, replacing what is there. At the
+// test's end it opens the pipe for writing without blocking, which
+// releases a reader still blocked in open(2) (a regression), so that the
+// test fails instead of hanging.
+func FifoAt(t testing.TB, path string) {
+	t.Helper()
+	os.Remove(path)
 	if err := syscall.Mkfifo(path, 0o600); err != nil {
 		t.Skipf("mkfifo: %v", err)
 	}
@@ -25,7 +35,6 @@ func Fifo(t testing.TB) string {
 			syscall.Close(fd)
 		}
 	})
-	return path
 }
 
 // Within runs f and returns its result; it fails the test at once if f
