@@ -2,8 +2,11 @@
 //! file gives an error that names the problem (never a crash). Fixtures are
 //! written by `ggml_rs::ml::gguf::write` into a temporary directory.
 
+mod common;
+
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
 
 use ggml_rs::ml::gguf::write::{self, fill_bytes, sample_all_types, sample_full, sample_minimal, TensorSpec, Writer};
 use ggml_rs::ml::gguf::{Array, Gguf, Value, MAX_METADATA_BYTES};
@@ -456,4 +459,20 @@ fn io_errors() {
     // Empty file.
     let m = format_error(&[]);
     assert!(m.contains("truncated file: 0 bytes"), "{m}");
+}
+
+/// A named pipe is refused at once, not waited on for a writer, and so is
+/// an endless device.
+#[test]
+fn pipes_and_devices_are_refused_without_blocking() {
+    let path = tmp_path("fifo");
+    common::fifo::make(&path);
+    let t0 = Instant::now();
+    let e = Gguf::open(&path).unwrap_err();
+    assert!(t0.elapsed() < common::fifo::PATIENCE, "open waited {:?} on a named pipe", t0.elapsed());
+    assert_eq!(e.kind, ErrorKind::Io);
+    assert!(e.message.contains("not a regular file (a named pipe)"), "{}", e.message);
+    let _ = std::fs::remove_file(&path);
+    let e = Gguf::open("/dev/zero").unwrap_err();
+    assert!(e.message.contains("not a regular file (a character device)"), "{}", e.message);
 }

@@ -148,6 +148,22 @@ fn cancelling_a_load_stops_it() {
     std::fs::remove_dir_all(dir).ok();
 }
 
+/// The file is opened again to load: if its path names a named pipe by
+/// then, the load is refused at once instead of waiting for a writer.
+#[test]
+fn a_model_replaced_by_a_pipe_is_refused_at_load() {
+    let dir = tmpdir("fifo");
+    let (path, _) = model_file(&dir);
+    let b = Backend::open(Some(&path), &params(true), &Layout::default()).unwrap();
+    fifo::make(std::path::Path::new(&path));
+    let t0 = std::time::Instant::now();
+    let e = b.load(&mut |_| true).unwrap_err();
+    assert!(t0.elapsed() < fifo::PATIENCE, "load waited {:?} on a named pipe", t0.elapsed());
+    assert_eq!(e.kind, ErrorKind::Io);
+    assert!(e.message.contains("not a regular file (a named pipe)"), "{}", e.message);
+    std::fs::remove_dir_all(dir).ok();
+}
+
 #[test]
 fn weights_compute_like_their_data() {
     let dir = tmpdir("compute");

@@ -7,8 +7,9 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"unicode/utf8"
+
+	"ggmlrs/internal/regfile"
 )
 
 // File is a parsed GGUF header: metadata, tensor table and where the data
@@ -32,9 +33,10 @@ const (
 	maxCount  = 1 << 24
 )
 
-// Open reads the header of the GGUF file at path.
+// Open reads the header of the GGUF file at path, which must be a regular
+// file (a named pipe or device is refused without waiting on it).
 func Open(path string) (*File, error) {
-	f, err := os.Open(path)
+	f, err := regfile.Open(path)
 	if err != nil {
 		return nil, err
 	}

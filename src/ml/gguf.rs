@@ -751,11 +751,9 @@ impl Gguf {
     pub fn open(path: impl AsRef<Path>) -> Result<Gguf> {
         let path = path.as_ref();
         let source = format!("'{}'", path.display());
-        let mut f = std::fs::File::open(path).map_err(|e| io_err(&source, format_args!("cannot open: {e}")))?;
-        let meta = f.metadata().map_err(|e| io_err(&source, format_args!("cannot stat: {e}")))?;
-        if !meta.is_file() {
-            return Err(io_err(&source, "not a regular file"));
-        }
+        // A named pipe or a device is refused without blocking on it.
+        let (mut f, meta) =
+            super::regular_file::open(path).map_err(|e| io_err(&source, format_args!("cannot open: {e}")))?;
         let total = meta.len();
         let mut buf = Vec::new();
         let mut want = total.min(1 << 20);

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"ggmlrs/gguf"
+	"ggmlrs/internal/regfile"
 	"ggmlrs/ml"
 	"ggmlrs/ml/backend"
 )
@@ -147,6 +148,15 @@ func openModel(path string, f *modelFlags, alloc bool) (*backend.Backend, error)
 	} else if err != nil {
 		return nil, err
 	}
+	// A named pipe would block the backend's open (a device reads without
+	// end): refuse what is not a regular file before anything opens it.
+	file, err := regfile.Open(path)
+	if errors.Is(err, regfile.ErrNotRegular) {
+		return nil, fmt.Errorf("model file %w", err)
+	} else if err != nil {
+		return nil, err
+	}
+	file.Close()
 	p, err := f.params(path, alloc)
 	if err != nil {
 		return nil, err

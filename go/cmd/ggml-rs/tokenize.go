@@ -2,12 +2,9 @@ package main
 
 import (
 	"bufio"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
-	"strings"
 
 	"ggmlrs/model/decoder"
 )
@@ -22,8 +19,10 @@ func runTokenize(args []string) error {
 			`llama; no weights are loaded) and prints {"model","n_vocab","tokens"} as JSON.`+"\n"+
 			"With -special, the model's BOS (and EOS) are added and special tokens written in the\n"+
 			"text are recognised, as llama.cpp does with a prompt; without, neither.\n"+
-			"With -batch FILE (\"-\": stdin), FILE holds one hex-encoded text a line (any bytes) and\n"+
-			`the output is {"model","n_vocab","results":[{"plain":[...],"special":[...]}, ...]}.`)
+			"With -batch FILE (\"-\": stdin), FILE holds one hex-encoded text a line (any bytes; at most\n"+
+			fmt.Sprint(maxHexLine>>20)+" MiB of hex a line) and the output is\n"+
+			`{"model","n_vocab","results":[{"plain":[...],"special":[...]}, ...]}, written as the lines`+"\n"+
+			"are read (a bad or too long line ends it with an error).")
 	special := fs.Bool("special", false, "add BOS/EOS and recognise special tokens in the text")
 	batch := fs.String("batch", "", "a file of hex-encoded texts, one a line (\"-\": stdin)")
 	pos, err := parse(fs, args)
@@ -45,21 +44,27 @@ func runTokenize(args []string) error {
 		fmt.Fprintf(w, `{"model":%s,"n_vocab":%d,"tokens":%s}`+"\n", model, vocab, ids)
 		return nil
 	}
-	texts, err := readHexLines(*batch)
+	r, err := openBatch(*batch)
 	if err != nil {
 		return err
 	}
+	defer r.Close()
+	// Each line is tokenized and written as it is read: only one line is
+	// held at a time.
 	fmt.Fprintf(w, `{"model":%s,"n_vocab":%d,"results":[`, model, vocab)
-	for i, text := range texts {
+	sep := ""
+	err = scanHexLines(r, *batch, maxHexLine, func(text string) error {
 		plain, _ := json.Marshal(nonNil(tok.Encode(text, false)))
 		spec, _ := json.Marshal(nonNil(tok.Encode(text, true)))
-		if i > 0 {
-			w.WriteString(",")
-		}
-		fmt.Fprintf(w, "\n{\"plain\":%s,\"special\":%s}", plain, spec)
+		_, err := fmt.Fprintf(w, "%s\n{\"plain\":%s,\"special\":%s}", sep, plain, spec)
+		sep = ","
+		return err
+	})
+	if err != nil {
+		return err
 	}
-	fmt.Fprintln(w, "]}")
-	return nil
+	_, err = fmt.Fprintln(w, "]}")
+	return err
 }
 
 // openTokenizer builds the tokenizer of the model at path from its
@@ -78,37 +83,6 @@ func openTokenizer(path string) (decoder.Tokenizer, int, error) {
 		return nil, 0, err
 	}
 	return tok, len(c.Strings("tokenizer.ggml.tokens")), nil
-}
-
-// readHexLines reads one hex-encoded text a line (an empty line is the
-// empty text); name "-" is stdin.
-func readHexLines(name string) ([]string, error) {
-	var r io.Reader = os.Stdin
-	if name != "-" {
-		f, err := os.Open(name)
-		if err != nil {
-			return nil, err
-		}
-		defer f.Close()
-		r = f
-	}
-	data, err := io.ReadAll(r)
-	if err != nil {
-		return nil, err
-	}
-	s := strings.TrimSuffix(strings.ReplaceAll(string(data), "\r\n", "\n"), "\n")
-	if s == "" && len(data) == 0 {
-		return nil, nil
-	}
-	var texts []string
-	for i, line := range strings.Split(s, "\n") {
-		b, err := hex.DecodeString(line)
-		if err != nil {
-			return nil, fmt.Errorf("%s:%d: not hex: %v", name, i+1, err)
-		}
-		texts = append(texts, string(b))
-	}
-	return texts, nil
 }
 
 func nonNil(ids []int32) []int32 {

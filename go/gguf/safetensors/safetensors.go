@@ -14,6 +14,7 @@ import (
 	"sort"
 
 	"ggmlrs/gguf"
+	"ggmlrs/internal/regfile"
 )
 
 // Tensor is one entry of the header.
@@ -53,9 +54,11 @@ var dtypeSizes = map[string]int64{
 }
 
 // Open reads and checks the header of the file at path: every tensor's
-// byte range must match its dtype and shape and lie inside the file.
+// byte range must match its dtype and shape and lie inside the file. The
+// path must name a regular file (a named pipe or device is refused without
+// waiting on it).
 func Open(path string) (*File, error) {
-	f, err := os.Open(path)
+	f, err := regfile.Open(path)
 	if err != nil {
 		return nil, err
 	}

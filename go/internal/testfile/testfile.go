@@ -1,5 +1,6 @@
-// Package testfile has file helpers shared by tests that check inputs
-// against committed golden files.
+// Package testfile has file helpers shared by tests: hashes of inputs
+// checked against committed golden files, and named pipes for the tests
+// that model paths naming one are refused without blocking.
 package testfile
 
 import (

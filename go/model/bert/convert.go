@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"math"
 	"os"
@@ -23,6 +24,7 @@ import (
 
 	"ggmlrs/gguf"
 	"ggmlrs/gguf/safetensors"
+	"ggmlrs/internal/regfile"
 	"ggmlrs/tokenizer/wordpiece"
 )
 
@@ -133,6 +135,11 @@ func Convert(dir string, opts ConvertOptions) (*gguf.Builder, error) {
 		return nil, err
 	}
 	defer st.Close()
+	// The vocabulary and the tensor table are sized from config.json:
+	// its sizes must be those of the tensors there are.
+	if err := checkSizes(&cfg, st); err != nil {
+		return nil, err
+	}
 
 	b := gguf.NewBuilder()
 	add := func(k string, v any) {
@@ -198,8 +205,17 @@ func Convert(dir string, opts ConvertOptions) (*gguf.Builder, error) {
 	return b, nil
 }
 
+// Bounds on the files read whole: the JSON files (a few KiB in practice)
+// and vocab.txt (under 1 MiB for BERT's vocabularies).
+const (
+	maxJSON  = 16 << 20
+	maxVocab = 256 << 20
+)
+
+// readJSON decodes the JSON file at path (a regular file of at most
+// maxJSON bytes) into v.
 func readJSON(path string, v any) error {
-	data, err := os.ReadFile(path)
+	data, err := regfile.ReadFile(path, maxJSON)
 	if err != nil {
 		return fmt.Errorf("convert: %w", err)
 	}
@@ -216,6 +232,20 @@ func checkConfig(c *hfConfig) error {
 	if c.HiddenSize <= 0 || c.NumHiddenLayers <= 0 || c.NumAttentionHeads <= 0 || c.IntermediateSize <= 0 ||
 		c.MaxPositionEmbeddings <= 0 || c.VocabSize <= 0 {
 		return errors.New("hidden_size, num_hidden_layers, num_attention_heads, intermediate_size, max_position_embeddings and vocab_size must all be positive")
+	}
+	// GGUF holds them as uint32 and token ids as int32.
+	for _, k := range []struct {
+		name string
+		v    int
+	}{
+		{"hidden_size", c.HiddenSize}, {"num_hidden_layers", c.NumHiddenLayers},
+		{"num_attention_heads", c.NumAttentionHeads}, {"intermediate_size", c.IntermediateSize},
+		{"max_position_embeddings", c.MaxPositionEmbeddings}, {"vocab_size", c.VocabSize},
+		{"type_vocab_size", c.TypeVocabSize},
+	} {
+		if k.v > math.MaxInt32 {
+			return fmt.Errorf("%s %d is more than %d", k.name, k.v, math.MaxInt32)
+		}
 	}
 	if c.HiddenSize%c.NumAttentionHeads != 0 {
 		return fmt.Errorf("hidden_size %d is not a multiple of num_attention_heads %d", c.HiddenSize, c.NumAttentionHeads)
@@ -235,15 +265,21 @@ func checkConfig(c *hfConfig) error {
 	return nil
 }
 
-// readVocab reads vocab.txt: one token per line, id = line number.
+// readVocab reads vocab.txt (a regular file of at most maxVocab bytes):
+// one token per line, id = line number.
 func readVocab(path string) ([]string, error) {
-	f, err := os.Open(path)
+	f, err := regfile.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("convert: %w", err)
 	}
 	defer f.Close()
+	if st, err := f.Stat(); err != nil {
+		return nil, fmt.Errorf("convert: %w", err)
+	} else if st.Size() > maxVocab {
+		return nil, fmt.Errorf("convert: %s is larger than the %d bytes this reader accepts", path, maxVocab)
+	}
 	var tokens []string
-	sc := bufio.NewScanner(f)
+	sc := bufio.NewScanner(io.LimitReader(f, maxVocab))
 	sc.Buffer(make([]byte, 1<<16), 1<<20)
 	for sc.Scan() {
 		tokens = append(tokens, strings.TrimSuffix(sc.Text(), "\r"))

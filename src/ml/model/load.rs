@@ -178,12 +178,14 @@ pub(crate) fn load(
     threads: usize,
     progress: &mut dyn FnMut(f32) -> bool,
 ) -> Result<()> {
-    let open = || File::open(path).map_err(|e| Error::new(ErrorKind::Io, format!("load: cannot open {path}: {e}")));
-    let file = open()?;
-    let file_len = file
-        .metadata()
-        .map_err(|e| Error::new(ErrorKind::Io, format!("load: cannot stat {path}: {e}")))?
-        .len();
+    // The path is opened again here: what it names now may no longer be the
+    // regular file that was opened (a named pipe would block the load).
+    let open = || {
+        crate::ml::regular_file::open(path)
+            .map_err(|e| Error::new(ErrorKind::Io, format!("load: cannot open {path}: {e}")))
+    };
+    let (file, meta) = open()?;
+    let file_len = meta.len();
     for (info, targets) in infos.iter().zip(sources) {
         match info.offset.checked_add(info.size) {
             Some(end) if end <= file_len => {}
@@ -231,7 +233,7 @@ pub(crate) fn load(
     std::thread::scope(|scope| {
         for _ in 0..n_workers {
             // Each worker has its own handle (and so its own readahead).
-            let handle = first_file.take().map(Ok).unwrap_or_else(open);
+            let handle = first_file.take().map(Ok).unwrap_or_else(|| open().map(|(f, _)| f));
             let (pieces, done, next, cancel, fail, workers_left, reporter) =
                 (&pieces, &done, &next, &cancel, &fail, &workers_left, &reporter);
             scope.spawn(move || {

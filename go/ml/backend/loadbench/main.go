@@ -44,6 +44,7 @@ import (
 	"time"
 
 	"ggmlrs/gguf"
+	"ggmlrs/internal/regfile"
 	"ggmlrs/ml"
 	"ggmlrs/ml/backend"
 )
@@ -169,7 +170,7 @@ func median(v []float64) float64 {
 }
 
 func seqRead(path string, buf []byte) error {
-	f, err := os.Open(path)
+	f, err := regfile.Open(path)
 	if err != nil {
 		return err
 	}
@@ -195,7 +196,7 @@ func freshRead(path string, size int64, n int) error {
 	}
 	defer syscall.Munmap(mem)
 	_ = syscall.Madvise(mem, 14) // MADV_HUGEPAGE
-	f, err := os.Open(path)
+	f, err := regfile.Open(path)
 	if err != nil {
 		return err
 	}
