@@ -102,8 +102,11 @@ pub fn fill_bytes(seed: &[u8], n: usize) -> Vec<u8> {
         .collect()
 }
 
+/// `x` rounded up to a multiple of `a`, wrapping: the writer also makes
+/// deliberately broken files whose offsets overflow (as a release build
+/// always did; a debug build panicked on them).
 fn align_up(x: u64, a: u64) -> u64 {
-    x.div_ceil(a) * a
+    x.div_ceil(a).wrapping_mul(a)
 }
 
 struct Out {
