@@ -294,6 +294,13 @@ fn each_class_of_bad_request_ends_only_its_connection() {
             let n = wire_tensor(3, sys::GGML_TYPE_Q8_0 as u32, c.buffer, [32, 1, 1, 1], [34, 34, 34, 34], op(sys::GGML_OP_ROPE), &[0, 32], &[1, 2], c.base + 128);
             c.send(GRAPH_COMPUTE, &graph(&[3], &[a, pos, n]))
         }),
+        ("a parameter the kernel asserts on", "eps must be >= 0", |c| {
+            // rms_norm with eps NaN (found by the fuzzer, seed 2): the CPU
+            // kernel's GGML_ASSERT(eps >= 0)
+            let a = tensor_1d(1, c.buffer, c.base, 4);
+            let n = f32_tensor(2, c.buffer, c.base + 64, [4, 1, 1, 1], op(sys::GGML_OP_RMS_NORM), &[1], &[f32::NAN.to_bits() as i32]);
+            c.send(GRAPH_COMPUTE, &graph(&[2], &[a, n]))
+        }),
         ("a result shape the op does not give", "the op gives", |c| {
             let a = tensor_1d(1, c.buffer, c.base, 4);
             let b = f32_tensor(2, c.buffer, c.base + 64, [4, 4, 1, 1], op(sys::GGML_OP_NONE), &[], &[]);

@@ -247,7 +247,10 @@ pub fn check(t: &T) -> R {
             type_in("result", t, &[F32])?;
             same_shape("result and a", t, a)?;
             dense_dim0("a", a)?;
-            dense_dim0("result", t)
+            dense_dim0("result", t)?;
+            // the CPU kernels assert eps >= 0 (NaN fails it too)
+            let eps = param_f32(t, 0);
+            need(eps >= 0.0, || format!("eps must be >= 0, got {eps}"))
         }
         sys::GGML_OP_SUM_ROWS | sys::GGML_OP_MEAN => {
             max_srcs(1)?;
