@@ -1780,6 +1780,68 @@ struct ggml_rs_tensor *ggml_rs_relu(struct ggml_rs_context *ctx,
                                     struct ggml_rs_error *err);
 
 /**
+ * GGML_QNT_VERSION of the bundled ggml: the version of the quantized block
+ * formats, which GGUF files record as `general.quantization_version`.
+ */
+uint32_t ggml_rs_quantization_version(void);
+
+/**
+ * Writes to `*size` the byte size of `nrows` rows of `n_per_row` elements
+ * of ggml type `dtype`. Fails (status, err set, `*size` untouched) for an
+ * unknown type, a row length the type's block size does not divide, or a
+ * size that overflows, or a NULL `size`.
+ */
+ggml_rs_status ggml_rs_quantized_size(uint32_t dtype,
+                                      uint64_t n_per_row,
+                                      uint64_t nrows,
+                                      uint64_t *size,
+                                      struct ggml_rs_error *err);
+
+/**
+ * Whether quantizing to `dtype` needs an importance matrix (IQ2_XXS,
+ * IQ2_XS, IQ1_S); false for unknown types.
+ */
+bool ggml_rs_quantize_requires_imatrix(uint32_t dtype);
+
+/**
+ * Quantizes `nrows` rows of `n_per_row` f32 values at `src` (4-byte
+ * aligned; row after row) to ggml type `dtype` into `dst` (`dst_size`
+ * bytes, any alignment), byte for byte as ggml_quantize_chunk, and writes
+ * the byte count to `*written` (= ggml_rs_quantized_size). `imatrix`
+ * (nullable): `n_per_row` importance weights, finite and not negative;
+ * required by the types of ggml_rs_quantize_requires_imatrix. Quantized
+ * types need finite input values. Fails (status, err set, nothing written
+ * to `*written`) for an unknown or unquantizable type, a row length the
+ * block size does not divide, NULL or misaligned pointers, a `dst` too
+ * small, or a size that overflows.
+ */
+ggml_rs_status ggml_rs_quantize(uint32_t dtype,
+                                const float *src,
+                                uint64_t n_per_row,
+                                uint64_t nrows,
+                                const float *imatrix,
+                                void *dst,
+                                size_t dst_size,
+                                size_t *written,
+                                struct ggml_rs_error *err);
+
+/**
+ * Converts `nelements` elements of ggml type `dtype` at `src` (`src_size`
+ * bytes, any alignment) to f32 in `dst` (4-byte aligned, room for
+ * `nelements` values): ggml's to_float of the type (dequantization for
+ * quantized types). Fails (status, err set) for an unknown type, a type
+ * with no conversion (integer types), `nelements` not a whole number of
+ * blocks, a `src` shorter than the elements' bytes, NULL or misaligned
+ * pointers.
+ */
+ggml_rs_status ggml_rs_convert_to_f32(uint32_t dtype,
+                                      const void *src,
+                                      size_t src_size,
+                                      uint64_t nelements,
+                                      float *dst,
+                                      struct ggml_rs_error *err);
+
+/**
  * True when this build has the RPC backend (remote devices).
  */
 bool ggml_rs_rpc_available(void);

@@ -34,6 +34,7 @@ pub mod ops_rope;
 pub mod ops_shape;
 pub mod ops_ssm;
 pub mod ops_unary;
+pub mod quant;
 pub mod rpc;
 pub mod tensor;
 pub mod version;

@@ -15,6 +15,7 @@ pub mod gguf;
 pub mod log;
 pub mod model;
 pub mod ops;
+pub mod quant;
 pub(crate) mod regular_file;
 pub mod rpc;
 pub mod rpc_server;
