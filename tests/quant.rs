@@ -12,7 +12,8 @@
 //!   defines;
 //! * round trip: dequantize(quantize(x)) stays within a per-type relative
 //!   RMS error;
-//! * bad input: each is an error, never an abort.
+//! * bad input: each is an error, never an abort; through the C ABI too
+//!   (NULL and misaligned pointers, short buffers, overflowing sizes).
 //!
 //! The FNV-1a hashes of `GOLDEN` pin the reference quantizer's bytes for a
 //! fixed input (`golden_input`); go/ml/backend/quantization_test.go
@@ -396,4 +397,90 @@ fn version_and_sizes() {
     assert!(quant::requires_imatrix(sys::GGML_TYPE_IQ2_XXS));
     assert!(!quant::requires_imatrix(sys::GGML_TYPE_Q4_K));
     assert!(!quant::requires_imatrix(9999));
+}
+
+// --- the C ABI's own checks ------------------------------------------------
+
+#[repr(C)]
+struct CError {
+    status: i32,
+    message: [std::ffi::c_char; 1024],
+}
+
+extern "C" {
+    fn ggml_rs_quantize(
+        dtype: u32,
+        src: *const f32,
+        n_per_row: u64,
+        nrows: u64,
+        imatrix: *const f32,
+        dst: *mut std::ffi::c_void,
+        dst_size: usize,
+        written: *mut usize,
+        err: *mut CError,
+    ) -> i32;
+    fn ggml_rs_convert_to_f32(dtype: u32, src: *const std::ffi::c_void, src_size: usize, nelements: u64, dst: *mut f32, err: *mut CError) -> i32;
+    fn ggml_rs_quantized_size(dtype: u32, n_per_row: u64, nrows: u64, size: *mut u64, err: *mut CError) -> i32;
+    fn ggml_rs_quantization_version() -> u32;
+}
+
+fn c_message(e: &CError) -> String {
+    unsafe { std::ffi::CStr::from_ptr(e.message.as_ptr()) }.to_string_lossy().into_owned()
+}
+
+#[test]
+fn c_abi_checks_pointers_and_sizes() {
+    let x = values(5, 512);
+    let w = vec![1f32; 256];
+    let mut dst = vec![0u64; 512];
+    let dp = dst.as_mut_ptr().cast::<std::ffi::c_void>();
+    let mut written = 0usize;
+    let mut e = CError { status: 0, message: [0; 1024] };
+    let q8 = sys::GGML_TYPE_Q8_0;
+    unsafe {
+        // Success, with and without an imatrix; equal to the safe layer.
+        assert_eq!(ggml_rs_quantize(q8, x.as_ptr(), 256, 2, std::ptr::null(), dp, 4096, &mut written, &mut e), 0);
+        assert_eq!(written, 544);
+        let bytes = std::slice::from_raw_parts(dp.cast::<u8>(), 544).to_vec();
+        assert_eq!(bytes, reference(q8, &x, 256, None));
+        let q4k = sys::GGML_TYPE_Q4_K;
+        assert_eq!(ggml_rs_quantize(q4k, x.as_ptr(), 256, 2, w.as_ptr(), dp, 4096, &mut written, &mut e), 0);
+        assert_eq!(std::slice::from_raw_parts(dp.cast::<u8>(), written), &reference(q4k, &x, 256, Some(&w))[..]);
+
+        let fails = |status: i32, want: &str, f: &mut dyn FnMut(*mut CError) -> i32| {
+            let mut e = CError { status: 0, message: [0; 1024] };
+            let s = f(&mut e);
+            assert_eq!(s, status, "{want}: {}", c_message(&e));
+            assert_eq!(e.status, status);
+            assert!(c_message(&e).contains(want), "{:?} does not contain {want:?}", c_message(&e));
+            // A NULL err is fine too.
+            assert_eq!(f(std::ptr::null_mut()), status);
+        };
+        let mut w_ = 0usize;
+        fails(1, "src is NULL", &mut |e| ggml_rs_quantize(q8, std::ptr::null(), 256, 2, std::ptr::null(), dp, 4096, &mut w_, e));
+        fails(1, "written is NULL", &mut |e| ggml_rs_quantize(q8, x.as_ptr(), 256, 2, std::ptr::null(), dp, 4096, std::ptr::null_mut(), e));
+        fails(1, "dst is NULL", &mut |e| ggml_rs_quantize(q8, x.as_ptr(), 256, 2, std::ptr::null(), std::ptr::null_mut(), 4096, &mut w_, e));
+        fails(1, "src is not aligned", &mut |e| ggml_rs_quantize(q8, x.as_ptr().cast::<u8>().add(1).cast(), 256, 1, std::ptr::null(), dp, 4096, &mut w_, e));
+        fails(1, "smaller than the 544 bytes", &mut |e| ggml_rs_quantize(q8, x.as_ptr(), 256, 2, std::ptr::null(), dp, 543, &mut w_, e));
+        fails(2, "overflow", &mut |e| ggml_rs_quantize(q8, x.as_ptr(), 1 << 40, 1 << 40, std::ptr::null(), dp, 4096, &mut w_, e));
+        fails(3, "unknown ggml type 77", &mut |e| ggml_rs_quantize(77, x.as_ptr(), 256, 2, std::ptr::null(), dp, 4096, &mut w_, e));
+        fails(2, "block size 256", &mut |e| ggml_rs_quantize(q4k, x.as_ptr(), 128, 4, std::ptr::null(), dp, 4096, &mut w_, e));
+        fails(1, "importance matrix", &mut |e| ggml_rs_quantize(sys::GGML_TYPE_IQ1_S, x.as_ptr(), 256, 2, std::ptr::null(), dp, 4096, &mut w_, e));
+
+        let mut y = vec![0f32; 64];
+        fails(1, "src is NULL", &mut |e| ggml_rs_convert_to_f32(q8, std::ptr::null(), 68, 64, y.as_mut_ptr(), e));
+        fails(1, "dst is NULL", &mut |e| ggml_rs_convert_to_f32(q8, dp, 68, 64, std::ptr::null_mut(), e));
+        fails(1, "dst is not aligned", &mut |e| ggml_rs_convert_to_f32(q8, dp, 68, 32, y.as_mut_ptr().cast::<u8>().add(2).cast(), e));
+        fails(1, "fewer than the 68 bytes", &mut |e| ggml_rs_convert_to_f32(q8, dp, 67, 64, y.as_mut_ptr(), e));
+        fails(11, "no conversion", &mut |e| ggml_rs_convert_to_f32(sys::GGML_TYPE_I32, dp, 256, 64, y.as_mut_ptr(), e));
+        assert_eq!(ggml_rs_convert_to_f32(q8, dp, 68, 64, y.as_mut_ptr(), &mut e), 0);
+
+        let mut size = 7u64;
+        fails(1, "size is NULL", &mut |e| ggml_rs_quantized_size(q8, 32, 1, std::ptr::null_mut(), e));
+        fails(2, "overflow", &mut |e| ggml_rs_quantized_size(q8, u64::MAX - 31, 1, &mut size, e));
+        assert_eq!(size, 7, "untouched on failure");
+        assert_eq!(ggml_rs_quantized_size(q8, 64, 3, &mut size, &mut e), 0);
+        assert_eq!(size, 3 * 68);
+        assert_eq!(ggml_rs_quantization_version(), sys::GGML_QNT_VERSION);
+    }
 }
