@@ -77,6 +77,11 @@
 //       ((p + ... + p^n)/n = RATE, by 60 bisections), else the token id
 //       plus one, drawn from splitmix64 seeded with the round number + 1
 //       (the warm-up is round 0): the same drafts as ggml-rs bench-spec.
+//   llama-ref quantize [-t N] [-pure] [-output-type T] [-token-embedding-type T] FTYPE IN OUT
+//       llama_model_quantize with llama_model_quantize_default_params and
+//       those fields set: FTYPE is a llama_ftype name as llama-quantize
+//       spells it (Q4_K_M, Q8_0, F16, BF16, F32, ...), T a ggml type name
+//       (q8_0, f16, ...). The reference of `ggml-rs quantize`.
 //   llama-ref tokenize [-special] MODEL TEXT
 //       JSON {"model","n_vocab","tokens"}: llama_tokenize of TEXT with a
 //       vocab-only load; -special sets add_special and parse_special (what
@@ -99,6 +104,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <strings.h>
 #include <string>
 #include <thread>
 #include <vector>
@@ -131,6 +137,7 @@ void usage() {
             "       llama-ref mtp [-draft N] [-t N] [-fa on|off|auto] MODEL TOKEN...\n"
             "       llama-ref spec [-p 32] [-n 256] [-draft 3] [-oracle RATE] [-r 3] [-t N] [-fa on|off|auto] MODEL\n"
             "       llama-ref tokenize [-special] MODEL TEXT\n"
+            "       llama-ref quantize [-t N] [-pure] [-output-type T] [-token-embedding-type T] FTYPE IN OUT\n"
             "       llama-ref tokenize -batch FILE MODEL\n");
     exit(2);
 }
@@ -890,9 +897,59 @@ int cmd_tokenize(const Opts & o) {
     return 0;
 }
 
+// quantize: see the header comment. Parses its own arguments (they are not
+// the inference commands').
+int cmd_quantize(int argc, char ** argv) {
+    static const std::pair<const char *, llama_ftype> ftypes[] = {
+        {"F32", LLAMA_FTYPE_ALL_F32}, {"F16", LLAMA_FTYPE_MOSTLY_F16}, {"BF16", LLAMA_FTYPE_MOSTLY_BF16},
+        {"Q4_0", LLAMA_FTYPE_MOSTLY_Q4_0}, {"Q4_1", LLAMA_FTYPE_MOSTLY_Q4_1}, {"Q5_0", LLAMA_FTYPE_MOSTLY_Q5_0},
+        {"Q5_1", LLAMA_FTYPE_MOSTLY_Q5_1}, {"Q8_0", LLAMA_FTYPE_MOSTLY_Q8_0}, {"Q2_K", LLAMA_FTYPE_MOSTLY_Q2_K},
+        {"Q2_K_S", LLAMA_FTYPE_MOSTLY_Q2_K_S}, {"Q3_K_S", LLAMA_FTYPE_MOSTLY_Q3_K_S}, {"Q3_K_M", LLAMA_FTYPE_MOSTLY_Q3_K_M},
+        {"Q3_K_L", LLAMA_FTYPE_MOSTLY_Q3_K_L}, {"Q4_K_S", LLAMA_FTYPE_MOSTLY_Q4_K_S}, {"Q4_K_M", LLAMA_FTYPE_MOSTLY_Q4_K_M},
+        {"Q5_K_S", LLAMA_FTYPE_MOSTLY_Q5_K_S}, {"Q5_K_M", LLAMA_FTYPE_MOSTLY_Q5_K_M}, {"Q6_K", LLAMA_FTYPE_MOSTLY_Q6_K},
+        {"IQ4_NL", LLAMA_FTYPE_MOSTLY_IQ4_NL}, {"IQ4_XS", LLAMA_FTYPE_MOSTLY_IQ4_XS},
+    };
+    auto ggml_type_named = [](const std::string & n) -> ggml_type {
+        for (int t = 0; t < GGML_TYPE_COUNT; t++) {
+            const char * name = ggml_type_name((ggml_type) t);
+            if (name && strcasecmp(name, n.c_str()) == 0) return (ggml_type) t;
+        }
+        die("unknown ggml type %s", n.c_str());
+        return GGML_TYPE_COUNT;
+    };
+    llama_model_quantize_params p = llama_model_quantize_default_params();
+    p.nthread = 1;
+    bool verbose = false;
+    std::vector<std::string> pos;
+    for (int i = 2; i < argc; i++) {
+        std::string a = argv[i];
+        auto next = [&]() -> const char * { if (i + 1 >= argc) die("%s needs a value", argv[i]); return argv[++i]; };
+        if (a == "-t") p.nthread = to_int(next());
+        else if (a == "-pure") p.pure = true;
+        else if (a == "-v") verbose = true;
+        else if (a == "-output-type") p.output_tensor_type = ggml_type_named(next());
+        else if (a == "-token-embedding-type") p.token_embedding_type = ggml_type_named(next());
+        else if (a.size() > 1 && a[0] == '-') die("unknown option %s", a.c_str());
+        else pos.push_back(a);
+    }
+    if (pos.size() != 3) die("quantize needs FTYPE IN OUT%s", "");
+    bool found = false;
+    for (const auto & f : ftypes) {
+        if (strcasecmp(f.first, pos[0].c_str()) == 0) { p.ftype = f.second; found = true; }
+    }
+    if (!found) die("unknown file type %s", pos[0].c_str());
+    if (!verbose) llama_log_set(quiet_log, nullptr);
+    llama_backend_init();
+    uint32_t rc = llama_model_quantize(pos[1].c_str(), pos[2].c_str(), &p);
+    llama_backend_free();
+    if (rc != 0) die("llama_model_quantize failed (%s)", pos[1].c_str());
+    return 0;
+}
+
 }  // namespace
 
 int main(int argc, char ** argv) {
+    if (argc > 1 && std::string(argv[1]) == "quantize") return cmd_quantize(argc, argv);
     Opts o = parse(argc, argv);
     if (!o.verbose) llama_log_set(quiet_log, nullptr);
     llama_backend_init();
