@@ -145,27 +145,29 @@ type TensorType uint32
 
 // The ggml types this package knows the block layout of.
 const (
-	TensorF32  TensorType = 0
-	TensorF16  TensorType = 1
-	TensorQ4_0 TensorType = 2
-	TensorQ4_1 TensorType = 3
-	TensorQ5_0 TensorType = 6
-	TensorQ5_1 TensorType = 7
-	TensorQ8_0 TensorType = 8
-	TensorQ8_1 TensorType = 9
-	TensorQ2K  TensorType = 10
-	TensorQ3K  TensorType = 11
-	TensorQ4K  TensorType = 12
-	TensorQ5K  TensorType = 13
-	TensorQ6K  TensorType = 14
-	TensorQ8K  TensorType = 15
-	TensorI8   TensorType = 24
-	TensorI16  TensorType = 25
-	TensorI32  TensorType = 26
-	TensorI64  TensorType = 27
-	TensorF64  TensorType = 28
-	TensorBF16 TensorType = 30
-	TensorMXF4 TensorType = 39
+	TensorF32   TensorType = 0
+	TensorF16   TensorType = 1
+	TensorQ4_0  TensorType = 2
+	TensorQ4_1  TensorType = 3
+	TensorQ5_0  TensorType = 6
+	TensorQ5_1  TensorType = 7
+	TensorQ8_0  TensorType = 8
+	TensorQ8_1  TensorType = 9
+	TensorQ2K   TensorType = 10
+	TensorQ3K   TensorType = 11
+	TensorQ4K   TensorType = 12
+	TensorQ5K   TensorType = 13
+	TensorQ6K   TensorType = 14
+	TensorQ8K   TensorType = 15
+	TensorIQ4NL TensorType = 20
+	TensorIQ4XS TensorType = 23
+	TensorI8    TensorType = 24
+	TensorI16   TensorType = 25
+	TensorI32   TensorType = 26
+	TensorI64   TensorType = 27
+	TensorF64   TensorType = 28
+	TensorBF16  TensorType = 30
+	TensorMXF4  TensorType = 39
 )
 
 type layout struct {
@@ -178,6 +180,7 @@ var layouts = map[TensorType]layout{
 	TensorQ5_0: {"q5_0", 32, 22}, TensorQ5_1: {"q5_1", 32, 24}, TensorQ8_0: {"q8_0", 32, 34}, TensorQ8_1: {"q8_1", 32, 36},
 	TensorQ2K: {"q2_K", 256, 84}, TensorQ3K: {"q3_K", 256, 110}, TensorQ4K: {"q4_K", 256, 144},
 	TensorQ5K: {"q5_K", 256, 176}, TensorQ6K: {"q6_K", 256, 210}, TensorQ8K: {"q8_K", 256, 292},
+	TensorIQ4NL: {"iq4_nl", 32, 18}, TensorIQ4XS: {"iq4_xs", 256, 136},
 	TensorI8: {"i8", 1, 1}, TensorI16: {"i16", 1, 2}, TensorI32: {"i32", 1, 4}, TensorI64: {"i64", 1, 8},
 	TensorF64: {"f64", 1, 8}, TensorBF16: {"bf16", 1, 2}, TensorMXF4: {"mxfp4", 32, 17},
 }

@@ -123,6 +123,59 @@ func (b *Builder) WriteTo(w io.Writer) (int64, error) {
 	return cw.n, e.err
 }
 
+// WriteHeader writes a GGUF header (magic, version, the key/values, the
+// tensor table, padding to alignment) for tensors whose data the caller
+// writes afterwards, in table order, each padded to alignment (see
+// PadTo). It sets each tensor's Offset as WriteTo would and returns the
+// header's size. Shapes are written as given (ggml writes ggml_n_dims of
+// a tensor: trailing 1s dropped; callers that must match it trim them).
+func WriteHeader(w io.Writer, kvs []KV, tensors []TensorInfo, alignment uint64) (int64, error) {
+	if alignment == 0 || alignment&(alignment-1) != 0 {
+		return 0, fmt.Errorf("gguf: alignment %d is not a power of two", alignment)
+	}
+	for _, kv := range kvs {
+		if _, _, err := TypeOf(kv.Value); err != nil {
+			return 0, fmt.Errorf("%w (key %q)", err, kv.Key)
+		}
+	}
+	cw := &countingWriter{w: bufio.NewWriterSize(w, 1<<20)}
+	e := encoder{w: cw}
+	e.u32(Magic)
+	e.u32(Version)
+	e.u64(uint64(len(tensors)))
+	e.u64(uint64(len(kvs)))
+	for _, kv := range kvs {
+		e.str(kv.Key)
+		e.value(kv.Value)
+	}
+	var offset uint64
+	for i := range tensors {
+		t := &tensors[i]
+		size := t.Size()
+		if size == 0 {
+			return 0, fmt.Errorf("gguf: tensor %q: bad shape %v for type %s", t.Name, t.Shape, t.Type)
+		}
+		t.Offset = offset
+		e.str(t.Name)
+		e.u32(uint32(len(t.Shape)))
+		for _, d := range t.Shape {
+			e.u64(d)
+		}
+		e.u32(uint32(t.Type))
+		e.u64(t.Offset)
+		offset = align(offset+size, alignment)
+	}
+	e.pad(alignment)
+	if e.err == nil {
+		e.err = cw.w.(*bufio.Writer).Flush()
+	}
+	return cw.n, e.err
+}
+
+// Padding is the number of zero bytes that follow n bytes of tensor data
+// so that the next tensor starts aligned.
+func Padding(n, alignment uint64) uint64 { return align(n, alignment) - n }
+
 // WriteFile writes the file to path atomically (a temporary file in the
 // same directory, renamed when complete).
 func (b *Builder) WriteFile(path string) error {
