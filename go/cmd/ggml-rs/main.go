@@ -43,6 +43,7 @@ func init() {
 	commands = []command{
 		{"devices", "", "list the devices ggml sees (CPU, GPUs) with their memory", runDevices},
 		{"convert", "[flags] DIR", "convert a Hugging Face BERT checkpoint (model.safetensors, config.json, vocab.txt) to GGUF", runConvert},
+		{"quantize", "[flags] IN.gguf OUT.gguf", "quantize a GGUF model (Q4_K_M, Q8_0, ...) byte for byte as llama.cpp's llama-quantize", runQuantize},
 		{"embed", "[flags] MODEL TEXT...", "sentence embeddings of each TEXT: a cosine-similarity table, or JSON with -json", runEmbed},
 		{"inspect", "[flags] MODEL", "a model's architecture, key/values, tensors with their placement, and memory per device (allocates nothing)", runInspect},
 		{"generate", "[flags] MODEL -p PROMPT", "text generation with a decoder model (llama, qwen3, qwen3moe, gpt-oss, qwen3next, qwen35, qwen35moe), streamed, with prefill and decode speed", runGenerate},

@@ -1,0 +1,110 @@
+package quantize
+
+import (
+	"fmt"
+	"io"
+	"sync"
+
+	fsggml "ggmlrs/fs/ggml"
+	"ggmlrs/gguf"
+	"ggmlrs/ml/backend"
+)
+
+// slabElements bounds the f32 values of one slab of rows (64 MiB).
+const slabElements = 16 << 20
+
+// quantizeTensor converts a F32/F16/BF16 tensor to its output type a slab
+// of rows at a time, each slab's rows split across threads. Rows are
+// quantized independently (ggml_quantize_chunk), so the bytes do not
+// depend on the split.
+func quantizeTensor(w io.Writer, in io.Reader, it item, threads int) (uint64, error) {
+	ncols := it.in.Shape[0]
+	nrows := it.in.Elements() / ncols
+	srcRow, err := it.in.Type.RowSize(ncols)
+	if err != nil {
+		return 0, err
+	}
+	dstRow, err := it.out.Type.RowSize(ncols)
+	if err != nil {
+		return 0, err
+	}
+	if threads < 1 {
+		threads = 1
+	}
+	slabRows := max(1, slabElements/ncols)
+	buf := make([]byte, min(slabRows, nrows)*srcRow)
+	out := make([]byte, min(slabRows, nrows)*dstRow)
+	var written uint64
+	for r := uint64(0); r < nrows; r += slabRows {
+		rows := min(slabRows, nrows-r)
+		src := buf[:rows*srcRow]
+		if _, err := io.ReadFull(in, src); err != nil {
+			return written, fmt.Errorf("reading: %w", err)
+		}
+		dst := out[:rows*dstRow]
+		if err := quantizeRows(it.in.Type, it.out.Type, src, dst, ncols, rows, threads); err != nil {
+			return written, err
+		}
+		if _, err := w.Write(dst); err != nil {
+			return written, err
+		}
+		written += uint64(len(dst))
+	}
+	return written, nil
+}
+
+// quantizeRows converts rows rows of ncols elements from src (type from)
+// to dst (type to), threads goroutines each taking a contiguous share.
+func quantizeRows(from, to gguf.TensorType, src, dst []byte, ncols, rows uint64, threads int) error {
+	srcRow, dstRow := uint64(len(src))/rows, uint64(len(dst))/rows
+	n := min(uint64(threads), rows)
+	per, extra := rows/n, rows%n
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	first := uint64(0)
+	for i := uint64(0); i < n; i++ {
+		cnt := per
+		if i < extra {
+			cnt++
+		}
+		lo, hi := first, first+cnt
+		first = hi
+		wg.Add(1)
+		go func(i uint64) {
+			defer wg.Done()
+			errs[i] = convertChunk(from, to, src[lo*srcRow:hi*srcRow], dst[lo*dstRow:hi*dstRow], ncols, hi-lo)
+		}(i)
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// convertChunk: to f32 (ggml's to_float), then ggml_quantize_chunk,
+// through the C ABI. The backend panics with an *backend.Error on bad
+// input (a non-finite value for a quantized type); that becomes an error.
+func convertChunk(from, to gguf.TensorType, src, dst []byte, ncols, rows uint64) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			if e, ok := r.(*backend.Error); ok {
+				err = e
+				return
+			}
+			panic(r)
+		}
+	}()
+	f32 := backend.ConvertToF32(src, uint32(from), ncols*rows)
+	q := backend.Quantize(fsType(to), f32, []uint64{ncols, rows})
+	if len(q) != len(dst) {
+		return fmt.Errorf("quantized %d bytes, expected %d", len(q), len(dst))
+	}
+	copy(dst, q)
+	return nil
+}
+
+// fsType: the same ggml type id as Ollama's fs/ggml type.
+func fsType(t gguf.TensorType) fsggml.TensorType { return fsggml.TensorType(t) }

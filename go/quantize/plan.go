@@ -1,0 +1,218 @@
+package quantize
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"ggmlrs/gguf"
+	"ggmlrs/ml/backend"
+)
+
+// Options of a quantization run.
+type Options struct {
+	FileType FileType
+	// Pure: every quantizable tensor gets the file type's default type
+	// (no mixes, no output/embedding rule); the fallback still applies.
+	Pure bool
+	// OutputType and TokenEmbeddingType, when set, are the types of
+	// output.weight and token_embd.weight (llama.cpp's
+	// output_tensor_type, token_embedding_type).
+	OutputType, TokenEmbeddingType *gguf.TensorType
+	// Threads quantizing each tensor's rows (<= 0: 1). The output does not
+	// depend on it.
+	Threads int
+	// Progress, when set, gets a line per tensor.
+	Progress io.Writer
+}
+
+// Alignment is the data alignment llama.cpp's quantizer writes
+// (GGUF_DEFAULT_ALIGNMENT, whatever the input's general.alignment).
+const Alignment = 32
+
+// item: one tensor of the output, with where its data comes from.
+type item struct {
+	in  gguf.TensorInfo
+	out gguf.TensorInfo
+}
+
+// blockIndex parses the layer of a "blk.N...." name as sscanf("blk.%d.")
+// does (what follows the number is not checked).
+func blockIndex(name string) (int, bool) {
+	rest, ok := strings.CutPrefix(name, "blk.")
+	if !ok {
+		return 0, false
+	}
+	i, neg := 0, false
+	if rest != "" && (rest[0] == '-' || rest[0] == '+') {
+		neg, rest = rest[0] == '-', rest[1:]
+	}
+	n, digits := 0, 0
+	for ; i < len(rest) && rest[i] >= '0' && rest[i] <= '9'; i++ {
+		n = n*10 + int(rest[i]-'0')
+		digits++
+	}
+	if digits == 0 {
+		return 0, false
+	}
+	if neg {
+		n = -n
+	}
+	return n, true
+}
+
+// sortTensors orders tensors as llama.cpp's weights_map: by layer (names
+// not of a layer first, as layer -1), then by name.
+func sortTensors(ts []gguf.TensorInfo) {
+	layer := func(name string) int {
+		if l, ok := blockIndex(name); ok {
+			return l
+		}
+		return -1
+	}
+	sort.SliceStable(ts, func(i, j int) bool {
+		li, lj := layer(ts[i].Name), layer(ts[j].Name)
+		if li != lj {
+			return li < lj
+		}
+		return ts[i].Name < ts[j].Name
+	})
+}
+
+func asInt(v any) (int64, bool) {
+	switch x := v.(type) {
+	case uint8:
+		return int64(x), true
+	case int8:
+		return int64(x), true
+	case uint16:
+		return int64(x), true
+	case int16:
+		return int64(x), true
+	case uint32:
+		return int64(x), true
+	case int32:
+		return int64(x), true
+	case uint64:
+		return int64(x), true
+	case int64:
+		return x, true
+	}
+	return 0, false
+}
+
+// firstOf: a scalar key's value, or an array's first element.
+func firstOf(v any) (int64, bool) {
+	if n, ok := asInt(v); ok {
+		return n, true
+	}
+	switch a := v.(type) {
+	case []uint32:
+		if len(a) > 0 {
+			return int64(a[0]), true
+		}
+	case []int32:
+		if len(a) > 0 {
+			return int64(a[0]), true
+		}
+	}
+	return 0, false
+}
+
+// readHparams reads what the rules need, as llama.cpp's load_hparams.
+func readHparams(f *gguf.File) (hparams, error) {
+	var hp hparams
+	v, ok := f.Get("general.architecture")
+	arch, _ := v.(string)
+	if !ok || arch == "" {
+		return hp, fmt.Errorf("no general.architecture: not a model file")
+	}
+	hp.arch = arch
+	v, ok = f.Get(arch + ".block_count")
+	n, isInt := asInt(v)
+	if !ok || !isInt || n <= 0 {
+		return hp, fmt.Errorf("missing or bad %s.block_count", arch)
+	}
+	hp.nLayer = int(n)
+	if v, ok := f.Get(arch + ".expert_count"); ok {
+		n, _ := asInt(v)
+		hp.nExpert = int(n)
+	}
+	var head, headKV int64
+	if v, ok := f.Get(arch + ".attention.head_count"); ok {
+		head, _ = firstOf(v)
+	}
+	headKV = head
+	if v, ok := f.Get(arch + ".attention.head_count_kv"); ok {
+		headKV, _ = firstOf(v)
+	}
+	if headKV != 0 {
+		hp.nGQA = int(head / headKV)
+	}
+	// llama.cpp's LLM_TYPE_70B (an 80-layer llama with grouped KV heads)
+	hp.is70B = arch == "llama" && hp.nLayer == 80 && head != headKV
+	return hp, nil
+}
+
+// plan decides the output: its key/values and each tensor's type, in
+// llama.cpp's order.
+func plan(f *gguf.File, opts Options) ([]gguf.KV, []item, *chooser, error) {
+	def, ok := opts.FileType.DefaultType()
+	if !ok {
+		return nil, nil, nil, fmt.Errorf("unsupported file type %s", opts.FileType)
+	}
+	if f.Alignment != Alignment {
+		return nil, nil, nil, fmt.Errorf("general.alignment %d is not supported (llama.cpp writes %d)", f.Alignment, Alignment)
+	}
+	hp, err := readHparams(f)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+
+	// key/values: the input's, less the split keys, then the
+	// quantization version and file type (moved to the end as
+	// gguf_set_val_u32 does).
+	var kvs []gguf.KV
+	for _, kv := range f.KVs {
+		switch kv.Key {
+		case "general.quantization_version", "general.file_type", "split.no", "split.count", "split.tensors.count":
+			continue
+		}
+		kvs = append(kvs, kv)
+	}
+	kvs = append(kvs,
+		gguf.KV{Key: "general.quantization_version", Value: backend.QuantizationVersion()},
+		gguf.KV{Key: "general.file_type", Value: uint32(opts.FileType)})
+
+	ts := append([]gguf.TensorInfo(nil), f.Tensors...)
+	sortTensors(ts)
+	c := &chooser{hp: hp, ftype: opts.FileType, opts: opts, tied: true}
+	for _, t := range ts {
+		cat := categoryOf(t.Name)
+		if cat.isAttnV() {
+			c.nAttnV++
+		}
+		if cat == catOutput {
+			c.tied = false
+		}
+	}
+	items := make([]item, len(ts))
+	for i, t := range ts {
+		typ := t.Type
+		if allowsQuantization(hp.arch, t) {
+			if typ, err = c.typeFor(t, categoryOf(t.Name), def); err != nil {
+				return nil, nil, nil, err
+			}
+		}
+		out := gguf.TensorInfo{Name: t.Name, Shape: append([]uint64(nil), t.Shape[:nDims(t.Shape)]...), Type: typ}
+		if _, err := typ.RowSize(t.Shape[0]); err != nil {
+			return nil, nil, nil, fmt.Errorf("tensor %s: %w", t.Name, err)
+		}
+		if typ != t.Type && isQuantized(t.Type) {
+			return nil, nil, nil, fmt.Errorf("tensor %s is %s: requantizing a quantized tensor is not supported (quantize from F32, F16 or BF16)", t.Name, t.Type)
+		}
+		items[i] = item{in: t, out: out}
+	}
+	return kvs, items, c, nil
+}

@@ -1,0 +1,124 @@
+package quantize
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"ggmlrs/gguf"
+)
+
+// Run quantizes the GGUF model at in to out. The output is written to a
+// temporary file in out's directory, renamed to out when complete: a
+// failed run leaves no output. Memory stays bounded by a slab of rows of
+// one tensor (not the model).
+func Run(in, out string, opts Options) (err error) {
+	if err := samePath(in, out); err != nil {
+		return err
+	}
+	f, err := gguf.Open(in)
+	if err != nil {
+		return err
+	}
+	kvs, items, c, err := plan(f, opts)
+	if err != nil {
+		return fmt.Errorf("%s: %w", in, err)
+	}
+	src, err := os.Open(in)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+
+	tmp, err := os.CreateTemp(filepath.Dir(out), "."+filepath.Base(out)+".tmp*")
+	if err != nil {
+		return fmt.Errorf("cannot write %s: %w", out, err)
+	}
+	defer func() {
+		if err != nil {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	w := bufio.NewWriterSize(tmp, 4<<20)
+	outInfos := make([]gguf.TensorInfo, len(items))
+	for i, it := range items {
+		outInfos[i] = it.out
+	}
+	if _, err := gguf.WriteHeader(w, kvs, outInfos, Alignment); err != nil {
+		return fmt.Errorf("writing %s: %w", out, err)
+	}
+	t0 := time.Now()
+	var sizeIn, sizeOut uint64
+	zeros := make([]byte, Alignment)
+	for i, it := range items {
+		n, err := writeTensor(w, src, f.DataOffset, it, opts.Threads)
+		if err != nil {
+			return fmt.Errorf("tensor %s: %w", it.in.Name, err)
+		}
+		if _, err := w.Write(zeros[:gguf.Padding(n, Alignment)]); err != nil {
+			return fmt.Errorf("writing %s: %w", out, err)
+		}
+		sizeIn += it.in.Size()
+		sizeOut += n
+		if opts.Progress != nil {
+			fmt.Fprintf(opts.Progress, "[%4d/%4d] %-36s %-22s %6s -> %-6s %8.3f MiB -> %8.3f MiB\n",
+				i+1, len(items), it.in.Name, fmt.Sprint(it.in.Shape), it.in.Type, it.out.Type, mib(it.in.Size()), mib(n))
+		}
+	}
+	if err := w.Flush(); err != nil {
+		return fmt.Errorf("writing %s: %w", out, err)
+	}
+	if err := tmp.Sync(); err != nil {
+		return fmt.Errorf("writing %s: %w", out, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("writing %s: %w", out, err)
+	}
+	if err := os.Rename(tmp.Name(), out); err != nil {
+		return err
+	}
+	if opts.Progress != nil {
+		fmt.Fprintf(opts.Progress, "model size %.2f MiB -> %.2f MiB (%s) in %.2f s", mib(sizeIn), mib(sizeOut), opts.FileType, time.Since(t0).Seconds())
+		if c.nFallback > 0 {
+			fmt.Fprintf(opts.Progress, "; %d of %d tensors fell back to another type (row length not a multiple of the block)", c.nFallback, len(items))
+		}
+		fmt.Fprintln(opts.Progress)
+	}
+	return nil
+}
+
+func mib(n uint64) float64 { return float64(n) / (1 << 20) }
+
+// samePath refuses an output that is the input (by name or by file).
+func samePath(in, out string) error {
+	ai, err1 := filepath.Abs(in)
+	ao, err2 := filepath.Abs(out)
+	if err1 == nil && err2 == nil && ai == ao {
+		return fmt.Errorf("the output %s is the input", out)
+	}
+	si, err := os.Stat(in)
+	if err != nil {
+		return err
+	}
+	if so, err := os.Stat(out); err == nil && os.SameFile(si, so) {
+		return fmt.Errorf("the output %s is the input %s", out, in)
+	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// writeTensor writes one tensor's output data and returns its size.
+func writeTensor(w io.Writer, src *os.File, dataOffset uint64, it item, threads int) (uint64, error) {
+	in := io.NewSectionReader(src, int64(dataOffset+it.in.Offset), int64(it.in.Size()))
+	if it.out.Type == it.in.Type {
+		n, err := io.Copy(w, in)
+		return uint64(n), err
+	}
+	return quantizeTensor(w, in, it, threads)
+}
