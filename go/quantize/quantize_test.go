@@ -180,8 +180,8 @@ func TestThreadsDoNotChangeTheOutput(t *testing.T) {
 	want := map[string]gguf.TensorType{
 		"token_embd.weight":      gguf.TensorQ6K, // tied: the output rule
 		"blk.0.attn_norm.weight": gguf.TensorF32,
-		"blk.0.attn_v.weight":    gguf.TensorQ4K, // use_more_bits(0, 2) is false
-		"blk.1.attn_v.weight":    gguf.TensorQ6K, // the last eighth
+		"blk.0.attn_v.weight":    gguf.TensorQ4K,  // use_more_bits(0, 2) is false
+		"blk.1.attn_v.weight":    gguf.TensorQ6K,  // the last eighth
 		"blk.0.ffn_down.weight":  gguf.TensorQ5_0, // Q4_K, 96 columns: fallback
 		"blk.1.ffn_down.weight":  gguf.TensorQ8_0, // Q6_K, 96 columns: fallback
 	}
