@@ -17,7 +17,7 @@ export CARGO_TERM_COLOR ?= never
 GO_ENV = CGO_CFLAGS="-g -O2 -DGGML_RS_LIB_ID=$$(sha1sum $(CURDIR)/$(LIB) | cut -c1-16)"
 
 .PHONY: all build run demo runner fetch-minilm test test-rust test-c test-go check-header check-symbols twin-ggml header bindings deps clean bench bench-ops bench-load \
-	parity parity-golden llama-ref models vocabs
+	parity parity-golden quant-parity llama-ref models vocabs
 
 all: build
 
@@ -208,6 +208,13 @@ parity-golden: $(LLAMA_REF) models vocabs
 parity: $(LLAMA_REF) models vocabs
 	$(MAKE) runner || echo "parity: the runner did not build; comparing the reference alone"
 	python3 scripts/parity.py check
+	$(MAKE) quant-parity
+
+# `ggml-rs quantize` against llama.cpp's llama_model_quantize (llama-ref
+# quantize), byte for byte: every small F16/F32 model and all-MiniLM x every
+# file type, and a few -pure/-output-type/-token-embedding-type runs.
+quant-parity: $(LLAMA_REF) runner $(SMALL_MODELS) $(MINILM_GGUF)
+	python3 scripts/quant-parity.py
 
 $(sort $(BENCH_MODELS) $(SPEC_MODELS)): | $(PY_STAMP)
 	$(PY) scripts/gen-models.py --size bench --arch $(call model_arch,$@) --types $(call model_type,$@)
