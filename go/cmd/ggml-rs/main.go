@@ -2,6 +2,7 @@
 //
 //	ggml-rs devices                       list the devices ggml sees
 //	ggml-rs convert [flags] DIR           Hugging Face BERT checkpoint -> GGUF
+//	ggml-rs quantize [flags] IN OUT       quantize a GGUF model as llama.cpp's llama-quantize
 //	ggml-rs embed [flags] MODEL TEXT...   sentence embeddings (JSON or a similarity table)
 //	ggml-rs inspect [flags] MODEL         metadata, tensors, placement and memory
 //	ggml-rs generate [flags] MODEL -p P   text generation (llama, qwen3)
