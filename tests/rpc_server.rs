@@ -438,7 +438,10 @@ fn clients_stay_within_the_memory_and_client_limits() {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         if let Ok(mut e) = Conn::open(&srv.endpoint, 4096) {
-            if e.alloc(32 << 20).unwrap().0 != 0 {
+            // Until a's process is reaped, a new connection may be refused
+            // (seen once in 20 runs under load as an end of stream on this
+            // request); what counts is that the memory comes back.
+            if matches!(e.alloc(32 << 20), Ok((b, _)) if b != 0) {
                 break;
             }
         }
@@ -446,6 +449,7 @@ fn clients_stay_within_the_memory_and_client_limits() {
         std::thread::sleep(Duration::from_millis(50));
     }
     assert!(srv.alive());
+    assert!(!srv.text().contains("died"), "{}", srv.text());
 }
 
 /// A tensor of a template graph: type, shape, op, parameters, sources
