@@ -51,7 +51,7 @@ const soakCycles = 1000
 // 0.3 B/cycle); one chunk leaked a cycle, glibc's smallest being 32 bytes,
 // puts the slope at 32 or more (a leaked path string: 50.8). The resident
 // set also sees what mallinfo does not: ggml's mmapped CPU buffers and
-// scheduler tables (scripts/patches/07-page-buffers.sh), thread stacks,
+// scheduler tables (scripts/patches/08-page-buffers.sh), thread stacks,
 // Go's heap (measured: up to 264 B/cycle in the model cycles, shrinking as
 // they go on; under 20 in the context cycles). 1 KiB/cycle is a quarter of
 // the drift issue 15 reported and a 2,600th of a leaked weight buffer.

@@ -21,7 +21,7 @@
 # chunks are, so a calloc'd table does not need its memset. Contexts'
 # metadata arenas (ggml_init) stay with malloc: a model makes one per
 # forward, and the heap serves those without a system call.
-# Usage: 07-page-buffers.sh GGML_DIR   (idempotent)
+# Usage: 08-page-buffers.sh GGML_DIR   (idempotent)
 set -euo pipefail
 f="$1/src/ggml-backend.cpp"
 python3 - "$f" <<'PY'
@@ -138,7 +138,7 @@ static void ggml_rs_pages_free(void * p, size_t size) {
 ]
 for old, new in pairs:
     if src.count(old) != 1:
-        sys.exit("07-page-buffers: pattern not found once in %s: %s" % (path, old.strip().splitlines()[0]))
+        sys.exit("08-page-buffers: pattern not found once in %s: %s" % (path, old.strip().splitlines()[0]))
     src = src.replace(old, new)
 open(path, "w").write(src)
 PY
