@@ -28,7 +28,7 @@ const C_IN_USE_BOUND: f64 = 16.0;
 const RSS_BOUND: f64 = 1024.0;
 
 /// A small llama-like model with about 1 MB of weights (so its CPU buffer,
-/// like the scheduler's tables, is mmapped: scripts/patches/07).
+/// like the scheduler's tables, is mmapped: scripts/patches/08-page-buffers.sh).
 fn model_file(dir: &std::path::Path) -> String {
     let mut w = Writer::new()
         .kv("general.architecture", Value::Str("test".into()))
