@@ -225,6 +225,7 @@ bench: $(LLAMA_REF) $(BENCH_MODELS) $(SPEC_MODELS)
 	$(MAKE) runner || echo "bench: the runner did not build; the reference alone"
 	python3 scripts/bench.py $(BENCH_ARGS) -t $(BENCH_THREADS) $(BENCH_MODELS)
 	python3 scripts/bench-spec.py $(SPEC_ARGS) -t $(BENCH_THREADS) $(SPEC_MODELS)
+	python3 scripts/bench-quant.py $(QUANT_ARGS) -t $(BENCH_THREADS) $(BENCH_MODELS)
 
 # --- regeneration --------------------------------------------------------------
 
