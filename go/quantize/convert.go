@@ -5,7 +5,6 @@ import (
 	"io"
 	"sync"
 
-	fsggml "ggmlrs/fs/ggml"
 	"ggmlrs/gguf"
 	"ggmlrs/ml/backend"
 )
@@ -32,6 +31,7 @@ func quantizeTensor(w io.Writer, in io.Reader, it item, threads int) (uint64, er
 		threads = 1
 	}
 	slabRows := max(1, slabElements/ncols)
+	scratch := make([][]float32, threads)
 	buf := make([]byte, min(slabRows, nrows)*srcRow)
 	out := make([]byte, min(slabRows, nrows)*dstRow)
 	var written uint64
@@ -42,7 +42,7 @@ func quantizeTensor(w io.Writer, in io.Reader, it item, threads int) (uint64, er
 			return written, fmt.Errorf("reading: %w", err)
 		}
 		dst := out[:rows*dstRow]
-		if err := quantizeRows(it.in.Type, it.out.Type, src, dst, ncols, rows, threads); err != nil {
+		if err := quantizeRows(it.in.Type, it.out.Type, src, dst, ncols, rows, threads, scratch); err != nil {
 			return written, err
 		}
 		if _, err := w.Write(dst); err != nil {
@@ -54,8 +54,9 @@ func quantizeTensor(w io.Writer, in io.Reader, it item, threads int) (uint64, er
 }
 
 // quantizeRows converts rows rows of ncols elements from src (type from)
-// to dst (type to), threads goroutines each taking a contiguous share.
-func quantizeRows(from, to gguf.TensorType, src, dst []byte, ncols, rows uint64, threads int) error {
+// to dst (type to), threads goroutines each taking a contiguous share and
+// its f32 buffer from scratch (grown as needed, kept for the next slab).
+func quantizeRows(from, to gguf.TensorType, src, dst []byte, ncols, rows uint64, threads int, scratch [][]float32) error {
 	srcRow, dstRow := uint64(len(src))/rows, uint64(len(dst))/rows
 	n := min(uint64(threads), rows)
 	per, extra := rows/n, rows%n
@@ -70,9 +71,14 @@ func quantizeRows(from, to gguf.TensorType, src, dst []byte, ncols, rows uint64,
 		lo, hi := first, first+cnt
 		first = hi
 		wg.Add(1)
+		need := (hi - lo) * ncols
+		if uint64(cap(scratch[i])) < need {
+			scratch[i] = make([]float32, need)
+		}
+		f32 := scratch[i][:need]
 		go func(i uint64) {
 			defer wg.Done()
-			errs[i] = convertChunk(from, to, src[lo*srcRow:hi*srcRow], dst[lo*dstRow:hi*dstRow], ncols, hi-lo)
+			errs[i] = convertChunk(from, to, src[lo*srcRow:hi*srcRow], dst[lo*dstRow:hi*dstRow], f32, ncols, hi-lo)
 		}(i)
 	}
 	wg.Wait()
@@ -84,27 +90,19 @@ func quantizeRows(from, to gguf.TensorType, src, dst []byte, ncols, rows uint64,
 	return nil
 }
 
-// convertChunk: to f32 (ggml's to_float), then ggml_quantize_chunk,
-// through the C ABI. The backend panics with an *backend.Error on bad
-// input (a non-finite value for a quantized type); that becomes an error.
-func convertChunk(from, to gguf.TensorType, src, dst []byte, ncols, rows uint64) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			if e, ok := r.(*backend.Error); ok {
-				err = e
-				return
-			}
-			panic(r)
-		}
-	}()
-	f32 := backend.ConvertToF32(src, uint32(from), ncols*rows)
-	q := backend.Quantize(fsType(to), f32, []uint64{ncols, rows})
-	if len(q) != len(dst) {
-		return fmt.Errorf("quantized %d bytes, expected %d", len(q), len(dst))
+// convertChunk: to f32 (ggml's to_float) in f32, then ggml_quantize_chunk
+// straight into dst, through the C ABI; bad input (a non-finite value for
+// a quantized type) is the library's error.
+func convertChunk(from, to gguf.TensorType, src, dst []byte, f32 []float32, ncols, rows uint64) error {
+	if err := backend.ConvertInto(f32, src, uint32(from)); err != nil {
+		return err
 	}
-	copy(dst, q)
+	n, err := backend.QuantizeInto(dst, uint32(to), f32, ncols, rows)
+	if err != nil {
+		return err
+	}
+	if n != len(dst) {
+		return fmt.Errorf("quantized %d bytes, expected %d", n, len(dst))
+	}
 	return nil
 }
-
-// fsType: the same ggml type id as Ollama's fs/ggml type.
-func fsType(t gguf.TensorType) fsggml.TensorType { return fsggml.TensorType(t) }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"ggmlrs/gguf"
+	"ggmlrs/internal/regfile"
 )
 
 // Run quantizes the GGUF model at in to out. The output is written to a
@@ -28,7 +29,8 @@ func Run(in, out string, opts Options) (err error) {
 	if err != nil {
 		return fmt.Errorf("%s: %w", in, err)
 	}
-	src, err := os.Open(in)
+	// Opened again for the data: refuse a path swapped for a pipe meanwhile.
+	src, err := regfile.Open(in)
 	if err != nil {
 		return err
 	}

@@ -168,7 +168,7 @@ pub fn quantize(ty: u32, src: &[f32], n_per_row: u64, imatrix: Option<&[f32]>, d
     }
     let is_quantized = unsafe { sys::ggml_is_quantized(ty) };
     if is_quantized {
-        if let Some(i) = src.iter().position(|v| !v.is_finite()) {
+        if let Some(i) = first_non_finite(src) {
             return Err(Error::invalid(format!(
                 "quantize {name}: value {i} (row {}, column {}) is {}; quantized types need finite values",
                 i as u64 / n_per_row,
@@ -246,4 +246,39 @@ pub fn to_f32(ty: u32, src: &[u8], n: u64, dst: &mut [f32]) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The index of the first NaN or infinity in `v`. Blocks of 256 are
+/// scanned without an early exit (the exponent bits of each value ORed
+/// together), which the compiler vectorises; the scan runs on every value
+/// a quantize sees, so it must cost little next to the quantization.
+fn first_non_finite(v: &[f32]) -> Option<usize> {
+    const EXP: u32 = 0x7f80_0000;
+    for (b, block) in v.chunks(256).enumerate() {
+        let bad = block.iter().fold(false, |acc, x| acc | (x.to_bits() & EXP == EXP));
+        if bad {
+            return block.iter().position(|x| !x.is_finite()).map(|i| b * 256 + i);
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::first_non_finite;
+
+    #[test]
+    fn first_non_finite_finds_the_first_bad_value_in_any_block() {
+        let mut v = vec![1.0f32; 1000];
+        assert_eq!(first_non_finite(&v), None);
+        assert_eq!(first_non_finite(&[]), None);
+        for (at, bad) in [(0, f32::NAN), (255, f32::INFINITY), (256, f32::NEG_INFINITY), (999, f32::NAN)] {
+            v[at] = bad;
+            v[at.min(998) + 1..].iter_mut().for_each(|x| *x = f32::NAN); // later ones do not matter
+            assert_eq!(first_non_finite(&v), Some(at), "at {at}");
+            v.iter_mut().for_each(|x| *x = 1.0);
+        }
+        // the largest finite values and subnormals are finite
+        assert_eq!(first_non_finite(&[f32::MAX, f32::MIN, f32::MIN_POSITIVE / 2.0, -0.0]), None);
+    }
 }

@@ -35,22 +35,31 @@ func ConvertToF32(data []byte, dtype uint32, nelements uint64) []float32 {
 		panic(&Error{Status: StatusInvalidArgument, Message: "ConvertToF32: element count does not fit in memory"})
 	}
 	f32s := make([]float32, nelements)
-	if nelements == 0 {
-		return f32s
+	if err := ConvertInto(f32s, data, dtype); err != nil {
+		panic(err)
+	}
+	return f32s
+}
+
+// ConvertInto is ConvertToF32 into dst (len(dst) elements), returning the
+// *Error instead of panicking: for callers that reuse their buffers.
+func ConvertInto(dst []float32, data []byte, dtype uint32) error {
+	if len(dst) == 0 {
+		return nil
 	}
 	var src unsafe.Pointer
 	if len(data) > 0 {
 		src = unsafe.Pointer(&data[0])
 	}
 	var cerr C.ggml_rs_error
-	if C.ggml_rs_convert_to_f32(C.uint32_t(dtype), src, C.size_t(len(data)), C.uint64_t(nelements), (*C.float)(&f32s[0]), &cerr) != C.GGML_RS_OK {
+	if C.ggml_rs_convert_to_f32(C.uint32_t(dtype), src, C.size_t(len(data)), C.uint64_t(len(dst)), (*C.float)(&dst[0]), &cerr) != C.GGML_RS_OK {
 		e := errorFrom(&cerr)
 		if e.Status == StatusDType || e.Status == StatusUnsupported {
 			e.Message = "unsupported quantization format: " + e.Message
 		}
-		panic(e)
+		return e
 	}
-	return f32s
+	return nil
 }
 
 // Quantize converts f32s, a tensor of the given shape in ggml order
@@ -87,20 +96,35 @@ func Quantize(newType fsggml.TensorType, f32s []float32, shape []uint64) []byte 
 		panic(&Error{Status: StatusShape, Message: "Quantize: result does not fit in memory"})
 	}
 	buf := make([]byte, size)
+	written, qerr := QuantizeInto(buf, uint32(newType), f32s, nPerRow, nrows)
+	if qerr != nil {
+		panic(qerr)
+	}
+	return buf[:written]
+}
+
+// QuantizeInto is Quantize of nrows rows of nPerRow values into dst,
+// returning the bytes written or the *Error instead of panicking: for
+// callers that reuse their buffers. dst must hold the quantized size.
+func QuantizeInto(dst []byte, newType uint32, f32s []float32, nPerRow, nrows uint64) (int, error) {
+	// The library sees only a pointer: the count is checked here.
+	if hi, n := bits.Mul64(nPerRow, nrows); hi != 0 || n != uint64(len(f32s)) {
+		return 0, &Error{Status: StatusShape, Message: fmt.Sprintf("Quantize: %d values are not %d rows of %d", len(f32s), nrows, nPerRow)}
+	}
 	var src *C.float
 	if len(f32s) > 0 {
 		src = (*C.float)(&f32s[0])
 	}
-	var dst unsafe.Pointer
-	if len(buf) > 0 {
-		dst = unsafe.Pointer(&buf[0])
+	var out unsafe.Pointer
+	if len(dst) > 0 {
+		out = unsafe.Pointer(&dst[0])
 	}
 	var cerr C.ggml_rs_error
 	var written C.size_t
-	if C.ggml_rs_quantize(C.uint32_t(newType), src, C.uint64_t(nPerRow), C.uint64_t(nrows), nil, dst, C.size_t(len(buf)), &written, &cerr) != C.GGML_RS_OK {
-		panic(errorFrom(&cerr))
+	if C.ggml_rs_quantize(C.uint32_t(newType), src, C.uint64_t(nPerRow), C.uint64_t(nrows), nil, out, C.size_t(len(dst)), &written, &cerr) != C.GGML_RS_OK {
+		return 0, errorFrom(&cerr)
 	}
-	return buf[:written]
+	return int(written), nil
 }
 
 // quantizedSize is the library's byte size of nrows rows of nPerRow

@@ -15,6 +15,7 @@ package backend
 
 import (
 	"math"
+	"strings"
 	"testing"
 
 	fsggml "ggmlrs/fs/ggml"
@@ -329,5 +330,40 @@ func TestQuantizeBadInput(t *testing.T) {
 func TestQuantizationVersion(t *testing.T) {
 	if v := QuantizationVersion(); v != 2 {
 		t.Errorf("QuantizationVersion() = %d, want 2 (GGML_QNT_VERSION)", v)
+	}
+}
+
+// TestIntoVariants: the buffer-reusing forms give Quantize's and
+// ConvertToF32's bytes and values, and return errors where those panic.
+func TestIntoVariants(t *testing.T) {
+	x := make([]float32, 256*3)
+	for i := range x {
+		x[i] = float32(math.Sin(float64(i)))
+	}
+	want := Quantize(fsggml.TensorTypeQ4_K, x, []uint64{256, 3})
+	dst := make([]byte, len(want)+7) // larger than needed: the count is returned
+	n, err := QuantizeInto(dst, uint32(fsggml.TensorTypeQ4_K), x, 256, 3)
+	if err != nil || n != len(want) || string(dst[:n]) != string(want) {
+		t.Fatalf("QuantizeInto: n=%d err=%v, bytes equal: %v", n, err, string(dst[:n]) == string(want))
+	}
+	back := make([]float32, len(x))
+	if err := ConvertInto(back, dst[:n], uint32(fsggml.TensorTypeQ4_K)); err != nil {
+		t.Fatal(err)
+	}
+	ref := ConvertToF32(want, uint32(fsggml.TensorTypeQ4_K), uint64(len(x)))
+	for i := range back {
+		if back[i] != ref[i] {
+			t.Fatalf("ConvertInto [%d] = %v, ConvertToF32 %v", i, back[i], ref[i])
+		}
+	}
+	if _, err := QuantizeInto(dst, uint32(fsggml.TensorTypeQ4_K), x, 256, 4); err == nil {
+		t.Error("QuantizeInto accepted 3 rows of values as 4")
+	}
+	if _, err := QuantizeInto(dst[:10], uint32(fsggml.TensorTypeQ4_K), x, 256, 3); err == nil {
+		t.Error("QuantizeInto accepted a short destination")
+	}
+	err = ConvertInto(back, []byte{1, 2, 3}, 9999)
+	if e, ok := err.(*Error); !ok || !strings.Contains(e.Message, "unsupported quantization format") {
+		t.Errorf("ConvertInto of an unknown type: %v", err)
 	}
 }
