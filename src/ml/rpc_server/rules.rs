@@ -144,6 +144,14 @@ pub fn check(t: &T) -> R {
             None => Ok(()),
         }
     };
+    // One F32 source and an F32 result (norms, reductions, scans).
+    let f32_to_f32 = || -> Result<&T, String> {
+        max_srcs(1)?;
+        let a = src(0)?;
+        type_in("a", a, &[F32])?;
+        type_in("result", t, &[F32])?;
+        Ok(a)
+    };
     match op {
         // Views: no computation; the result's bytes lie inside a buffer of
         // the connection (checked for every tensor), which is all a later
@@ -241,10 +249,7 @@ pub fn check(t: &T) -> R {
             }
         }
         sys::GGML_OP_NORM | sys::GGML_OP_RMS_NORM | sys::GGML_OP_L2_NORM => {
-            max_srcs(1)?;
-            let a = src(0)?;
-            type_in("a", a, &[F32])?;
-            type_in("result", t, &[F32])?;
+            let a = f32_to_f32()?;
             same_shape("result and a", t, a)?;
             dense_dim0("a", a)?;
             dense_dim0("result", t)?;
@@ -253,28 +258,19 @@ pub fn check(t: &T) -> R {
             need(eps >= 0.0, || format!("eps must be >= 0, got {eps}"))
         }
         sys::GGML_OP_SUM_ROWS | sys::GGML_OP_MEAN => {
-            max_srcs(1)?;
-            let a = src(0)?;
-            type_in("a", a, &[F32])?;
-            type_in("result", t, &[F32])?;
+            let a = f32_to_f32()?;
             shape("result", t, [1, a.ne[1], a.ne[2], a.ne[3]])?;
             dense_dim0("a", a)?;
             dense_dim0("result", t)
         }
         sys::GGML_OP_CUMSUM => {
-            max_srcs(1)?;
-            let a = src(0)?;
-            type_in("a", a, &[F32])?;
-            type_in("result", t, &[F32])?;
+            let a = f32_to_f32()?;
             same_shape("result and a", t, a)?;
             dense_dim0("a", a)?;
             need_contiguous("result", t)
         }
         sys::GGML_OP_TRI => {
-            max_srcs(1)?;
-            let a = src(0)?;
-            type_in("a", a, &[F32])?;
-            type_in("result", t, &[F32])?;
+            let a = f32_to_f32()?;
             need(a.ne[0] == a.ne[1], || format!("tri needs square matrices, got {}", desc(a)))?;
             let k = param_i32(t, 0);
             need((0..4).contains(&k), || format!("unknown tri type {k}"))?;
@@ -328,10 +324,7 @@ pub fn check(t: &T) -> R {
             need_contiguous("result", t)
         }
         sys::GGML_OP_PAD => {
-            max_srcs(1)?;
-            let a = src(0)?;
-            type_in("a", a, &[F32])?;
-            type_in("result", t, &[F32])?;
+            let a = f32_to_f32()?;
             let mut ne = a.ne;
             for i in 0..4 {
                 let (lp, rp) = (param_i32(t, 2 * i), param_i32(t, 2 * i + 1));
