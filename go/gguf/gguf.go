@@ -302,3 +302,31 @@ func Float16To32(h uint16) float32 {
 
 // BFloat16To32 converts bfloat16 bits to float32 (exactly).
 func BFloat16To32(h uint16) float32 { return math.Float32frombits(uint32(h) << 16) }
+
+// Int is an integer metadata value of any width as int64; uint64 values
+// above the int64 range saturate at math.MaxInt64 (no model's hyperparameter
+// comes near, and callers bound what they accept). False for other types.
+func Int(v any) (int64, bool) {
+	switch x := v.(type) {
+	case uint8:
+		return int64(x), true
+	case int8:
+		return int64(x), true
+	case uint16:
+		return int64(x), true
+	case int16:
+		return int64(x), true
+	case uint32:
+		return int64(x), true
+	case int32:
+		return int64(x), true
+	case uint64:
+		if x > math.MaxInt64 {
+			return math.MaxInt64, true
+		}
+		return int64(x), true
+	case int64:
+		return x, true
+	}
+	return 0, false
+}

@@ -197,3 +197,20 @@ func TestFloat16(t *testing.T) {
 		t.Error("bfloat16 1")
 	}
 }
+
+func TestInt(t *testing.T) {
+	for _, c := range []struct {
+		v    any
+		want int64
+		ok   bool
+	}{
+		{uint8(200), 200, true}, {int8(-3), -3, true}, {uint16(65535), 65535, true}, {int16(-300), -300, true},
+		{uint32(1 << 31), 1 << 31, true}, {int32(-1), -1, true}, {uint64(1 << 40), 1 << 40, true},
+		{uint64(1 << 63), math.MaxInt64, true}, {int64(-5), -5, true},
+		{float32(1), 0, false}, {"7", 0, false}, {[]uint32{1}, 0, false},
+	} {
+		if got, ok := Int(c.v); got != c.want || ok != c.ok {
+			t.Errorf("Int(%T %v) = %d, %v; want %d, %v", c.v, c.v, got, ok, c.want, c.ok)
+		}
+	}
+}

@@ -80,31 +80,9 @@ func sortTensors(ts []gguf.TensorInfo) {
 	})
 }
 
-func asInt(v any) (int64, bool) {
-	switch x := v.(type) {
-	case uint8:
-		return int64(x), true
-	case int8:
-		return int64(x), true
-	case uint16:
-		return int64(x), true
-	case int16:
-		return int64(x), true
-	case uint32:
-		return int64(x), true
-	case int32:
-		return int64(x), true
-	case uint64:
-		return int64(x), true
-	case int64:
-		return x, true
-	}
-	return 0, false
-}
-
 // firstOf: a scalar key's value, or an array's first element.
 func firstOf(v any) (int64, bool) {
-	if n, ok := asInt(v); ok {
+	if n, ok := gguf.Int(v); ok {
 		return n, true
 	}
 	switch a := v.(type) {
@@ -130,13 +108,13 @@ func readHparams(f *gguf.File) (hparams, error) {
 	}
 	hp.arch = arch
 	v, ok = f.Get(arch + ".block_count")
-	n, isInt := asInt(v)
+	n, isInt := gguf.Int(v)
 	if !ok || !isInt || n <= 0 {
 		return hp, fmt.Errorf("missing or bad %s.block_count", arch)
 	}
 	hp.nLayer = int(n)
 	if v, ok := f.Get(arch + ".expert_count"); ok {
-		n, _ := asInt(v)
+		n, _ := gguf.Int(v)
 		hp.nExpert = int(n)
 	}
 	var head, headKV int64

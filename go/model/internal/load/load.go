@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"ggmlrs/fs"
+	"ggmlrs/gguf"
 	"ggmlrs/ml"
 )
 
@@ -55,31 +56,6 @@ func (r *Reader) Key(k string) string {
 // Has reports whether key k is present.
 func (r *Reader) Has(k string) bool { return r.c.Value(r.Key(k)) != nil }
 
-func asInt(v any) (int64, bool) {
-	switch x := v.(type) {
-	case uint8:
-		return int64(x), true
-	case int8:
-		return int64(x), true
-	case uint16:
-		return int64(x), true
-	case int16:
-		return int64(x), true
-	case uint32:
-		return int64(x), true
-	case int32:
-		return int64(x), true
-	case uint64:
-		if x > math.MaxInt32 {
-			return math.MaxInt64, true
-		}
-		return int64(x), true
-	case int64:
-		return x, true
-	}
-	return 0, false
-}
-
 // maxValue bounds integer hyperparameters (larger ones are errors: no real
 // model has a dimension anywhere near it, and it keeps products in range).
 const maxValue = 1 << 24
@@ -90,7 +66,7 @@ func (r *Reader) Int(k string, def int) int {
 	if v == nil {
 		return def
 	}
-	n, ok := asInt(v)
+	n, ok := gguf.Int(v)
 	if !ok {
 		r.Fail("%s is a %T, not an integer", r.Key(k), v)
 		return def
@@ -131,7 +107,7 @@ func (r *Reader) PerLayer(k string, n, def int) []int {
 		}
 		return out
 	}
-	if x, ok := asInt(v); ok {
+	if x, ok := gguf.Int(v); ok {
 		if x < 0 || x > maxValue {
 			r.Fail("%s = %d is out of range", r.Key(k), x)
 		}
@@ -234,7 +210,7 @@ func (r *Reader) Float(k string, def float32) float32 {
 		}
 		return float32(x)
 	default:
-		if n, ok := asInt(x); ok {
+		if n, ok := gguf.Int(x); ok {
 			return float32(n)
 		}
 		r.Fail("%s is a %T, not a number", r.Key(k), x)
