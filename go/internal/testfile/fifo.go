@@ -3,6 +3,7 @@ package testfile
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -50,4 +51,20 @@ func Within[T any](t testing.TB, what string, f func() T) T {
 		t.Fatalf("%s still waits after %v", what, Patience)
 	}
 	panic("unreachable")
+}
+
+// RefusesNonRegular checks that open refuses a named pipe at once (an
+// open(2) of one waits for a writer) and an endless device, each with the
+// "is not a regular file (...)" message.
+func RefusesNonRegular(t *testing.T, open func(path string) error) {
+	t.Helper()
+	for _, c := range []struct{ path, want string }{
+		{Fifo(t), "is not a regular file (a named pipe)"},
+		{"/dev/zero", "/dev/zero is not a regular file (a character device)"},
+	} {
+		err := Within(t, "opening "+c.path, func() error { return open(c.path) })
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("opening %s: %v, want an error with %q", c.path, err, c.want)
+		}
+	}
 }
