@@ -262,18 +262,9 @@ fn bad_endpoints_are_errors() {
 mod wire {
     use super::*;
 
-    pub const ALLOC_BUFFER: u8 = 0;
-    pub const BUFFER_GET_BASE: u8 = 3;
-    pub const SET_TENSOR: u8 = 6;
-    pub const GET_TENSOR: u8 = 8;
-    pub const GRAPH_COMPUTE: u8 = 10;
-    pub const HELLO: u8 = 14;
-    pub const MAJOR: u8 = 7;
-    pub const CAPS: usize = 24;
-    /// sizeof(rpc_tensor): id u64, type u32, buffer u64, ne u32[4],
-    /// nb u32[4], op u32, op_params i32[16], flags i32, src u64[10],
-    /// view_src u64, view_offs u64, data u64, name [u8; 64], use_count i32.
-    pub const TENSOR: usize = 296;
+    pub use crate::common::protocol::{
+        ALLOC_BUFFER, BUFFER_GET_BASE, CAPS, GET_TENSOR, GRAPH_COMPUTE, HELLO, MAJOR, SET_TENSOR, TENSOR,
+    };
 
     /// The rpc_tensor of a 1-D F32 tensor of `n` elements (no op) claiming
     /// to lie at `data` in the server's buffer `buffer`.

@@ -37,22 +37,10 @@ use ggml_rs::ml::model::Layout;
 use ggml_rs::ml::{data, rpc, Backend, BackendParams, Context, Result};
 use ggml_rs::sys;
 
-// Commands of the RPC protocol (ggml-rpc.cpp), and those with a reply.
-const ALLOC_BUFFER: u8 = 0;
-const GET_ALIGNMENT: u8 = 1;
-const GET_MAX_SIZE: u8 = 2;
-const BUFFER_GET_BASE: u8 = 3;
-const SET_TENSOR_HASH: u8 = 7;
-const GET_TENSOR: u8 = 8;
-const COPY_TENSOR: u8 = 9;
-const GET_DEVICE_MEMORY: u8 = 11;
-const GET_ALLOC_SIZE: u8 = 13;
-const HELLO: u8 = 14;
-const DEVICE_COUNT: u8 = 15;
-const WITH_REPLY: [u8; 11] = [
-    ALLOC_BUFFER, GET_ALIGNMENT, GET_MAX_SIZE, BUFFER_GET_BASE, SET_TENSOR_HASH, GET_TENSOR, COPY_TENSOR,
-    GET_DEVICE_MEMORY, GET_ALLOC_SIZE, HELLO, DEVICE_COUNT,
-];
+use common::protocol::{
+    ALLOC_BUFFER, BUFFER_GET_BASE, DEVICE_COUNT, GET_ALIGNMENT, GET_ALLOC_SIZE, GET_DEVICE_MEMORY, GET_MAX_SIZE,
+    GET_TENSOR, HELLO, WITH_REPLY,
+};
 
 // ---- the lying proxy -----------------------------------------------------------
 

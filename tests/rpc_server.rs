@@ -28,13 +28,7 @@ use std::time::{Duration, Instant};
 
 use ggml_rs::sys;
 
-const ALLOC_BUFFER: u8 = 0;
-const BUFFER_GET_BASE: u8 = 3;
-const SET_TENSOR: u8 = 6;
-const GET_TENSOR: u8 = 8;
-const GRAPH_COMPUTE: u8 = 10;
-const HELLO: u8 = 14;
-const TENSOR: usize = 296;
+use common::protocol::{ALLOC_BUFFER, BUFFER_GET_BASE, GET_TENSOR, GRAPH_COMPUTE, HELLO, SET_TENSOR, TENSOR};
 
 struct Server {
     child: Child,

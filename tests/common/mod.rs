@@ -125,3 +125,6 @@ pub fn logical<T: Copy>(v: Tensor, base: &[T]) -> Vec<T> {
 /// A ggml-rs-rpc-server child process (the bin needs the `rpc` feature).
 #[cfg(feature = "rpc")]
 pub mod server;
+
+/// The RPC protocol's command ids and sizes.
+pub mod protocol;
