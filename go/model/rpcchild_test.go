@@ -1,8 +1,6 @@
 package model_test
 
 import (
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
 
@@ -16,12 +14,9 @@ import (
 // server's output and the child's.
 func runWithRPCServer(t *testing.T, test, childEnv string, serverArgs ...string) (server, child string) {
 	t.Helper()
-	endpoint, srvOut := rpcserver.Start(t, serverArgs...)
-	cmd := exec.Command(os.Args[0], "-test.run", "^"+test+"$", "-test.v")
-	cmd.Env = append(os.Environ(), "GGML_RS_RPC_SERVERS="+endpoint, childEnv+"=1")
-	out, err := cmd.CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "--- PASS: "+test) {
-		t.Fatalf("%s with an RPC device: %v\n%s\nserver:\n%s", test, err, out, srvOut())
+	server, child = rpcserver.RunChild(t, "^"+test+"$", childEnv, serverArgs...)
+	if !strings.Contains(child, "--- PASS: "+test) {
+		t.Fatalf("%s did not pass in the child:\n%s\nserver:\n%s", test, child, server)
 	}
-	return srvOut(), string(out)
+	return server, child
 }

@@ -96,3 +96,20 @@ func (l *lockedBuffer) String() string {
 	defer l.mu.Unlock()
 	return l.b.String()
 }
+
+// RunChild starts a server with serverArgs and runs the tests matching
+// pattern again in a child process of this test binary, with the server
+// as its only remote device (GGML_RS_RPC_SERVERS) and childEnv=1 set so
+// the child knows it is one. It fails the test if the child fails, and
+// returns the server's and the child's output.
+func RunChild(t testing.TB, pattern, childEnv string, serverArgs ...string) (server, child string) {
+	t.Helper()
+	endpoint, srvOut := Start(t, serverArgs...)
+	cmd := exec.Command(os.Args[0], "-test.run", pattern, "-test.v")
+	cmd.Env = append(os.Environ(), "GGML_RS_RPC_SERVERS="+endpoint, childEnv+"=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s with an RPC device at %s: %v\n%s\nserver:\n%s", pattern, endpoint, err, out, srvOut())
+	}
+	return srvOut(), string(out)
+}

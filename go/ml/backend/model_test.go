@@ -11,7 +11,6 @@ import (
 	"math"
 	"math/rand"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"runtime"
@@ -459,18 +458,12 @@ func TestRPCPlacement(t *testing.T) {
 	if os.Getenv("GGMLRS_TEST_EXPECT_GPU") != "" {
 		t.Skip("already the child")
 	}
-	endpoint, srvOut := rpcserver.Start(t, "--threads", "1", "--mem", "1024")
-
-	child := exec.Command(os.Args[0], "-test.run", "^(TestWeightPlacements|TestModelMemory|TestFitMode|TestInfoModel)$", "-test.v")
-	child.Env = append(os.Environ(), "GGML_RS_RPC_SERVERS="+endpoint, "GGMLRS_TEST_EXPECT_GPU=1")
-	out, err := child.CombinedOutput()
-	if err != nil {
-		t.Fatalf("placement tests with an RPC device failed: %v\n%s\nserver:\n%s", err, out, srvOut())
-	}
-	if !strings.Contains(string(out), "--- PASS: TestWeightPlacements/layer_1_and_output_on_") {
+	_, out := rpcserver.RunChild(t, "^(TestWeightPlacements|TestModelMemory|TestFitMode|TestInfoModel)$",
+		"GGMLRS_TEST_EXPECT_GPU", "--threads", "1", "--mem", "1024")
+	if !strings.Contains(out, "--- PASS: TestWeightPlacements/layer_1_and_output_on_") {
 		t.Fatalf("placement tests did not run:\n%s", out)
 	}
-	t.Logf("placement tests passed with an RPC device at %s", endpoint)
+	t.Log("placement tests passed with an RPC device")
 }
 
 func TestLayerDevices(t *testing.T) {

@@ -3,7 +3,6 @@ package llama_test
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -25,12 +24,9 @@ func TestDecodeOverRPC(t *testing.T) {
 		decodeOverRPC(t)
 		return
 	}
-	endpoint, srvOut := rpcserver.Start(t, "--threads", "1")
-	child := exec.Command(os.Args[0], "-test.run", "^TestDecodeOverRPC$", "-test.v")
-	child.Env = append(os.Environ(), "GGML_RS_RPC_SERVERS="+endpoint, "GGMLRS_TEST_RPC_CHILD=1")
-	out, err := child.CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "--- PASS: TestDecodeOverRPC") {
-		t.Fatalf("decode with an RPC device: %v\n%s\nserver:\n%s", err, out, srvOut())
+	srv, out := rpcserver.RunChild(t, "^TestDecodeOverRPC$", "GGMLRS_TEST_RPC_CHILD", "--threads", "1")
+	if !strings.Contains(out, "--- PASS: TestDecodeOverRPC") {
+		t.Fatalf("decode with an RPC device did not pass:\n%s\nserver:\n%s", out, srv)
 	}
 	t.Logf("child:\n%s", out)
 }
