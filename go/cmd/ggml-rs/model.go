@@ -143,20 +143,18 @@ func openModel(path string, f *modelFlags, alloc bool) (*backend.Backend, error)
 	if err := f.check(); err != nil {
 		return nil, err
 	}
-	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+	st, err := os.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("model file %s does not exist", path)
 	} else if err != nil {
 		return nil, err
 	}
-	// A named pipe would block the backend's open (a device reads without
-	// end): refuse what is not a regular file before anything opens it.
-	file, err := regfile.Open(path)
-	if errors.Is(err, regfile.ErrNotRegular) {
+	// A named pipe would block an open (a device reads without end): say
+	// so here in the runner's words; the library refuses them too, after
+	// its own non-blocking open, should the path change meanwhile.
+	if err := regfile.Check(path, st.Mode()); err != nil {
 		return nil, fmt.Errorf("model file %w", err)
-	} else if err != nil {
-		return nil, err
 	}
-	file.Close()
 	p, err := f.params(path, alloc)
 	if err != nil {
 		return nil, err

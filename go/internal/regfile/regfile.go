@@ -33,9 +33,9 @@ func Open(path string) (*os.File, error) {
 		f.Close()
 		return nil, err
 	}
-	if !st.Mode().IsRegular() {
+	if err := Check(path, st.Mode()); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("%s is %w (%s)", path, ErrNotRegular, kind(st.Mode()))
+		return nil, err
 	}
 	// Reads of a regular file never wait anyway; clear the flag so that the
 	// file behaves as one from os.Open.
@@ -43,6 +43,17 @@ func Open(path string) (*os.File, error) {
 		rc.Control(func(fd uintptr) { syscall.SetNonblock(int(fd), false) })
 	}
 	return f, nil
+}
+
+// Check is Open's verdict on a file of mode m at path, for a caller that
+// already has its FileInfo (from a stat, which does not block either):
+// nil for a regular file, else "PATH is not a regular file (a named pipe)"
+// wrapping ErrNotRegular.
+func Check(path string, m fs.FileMode) error {
+	if m.IsRegular() {
+		return nil
+	}
+	return fmt.Errorf("%s is %w (%s)", path, ErrNotRegular, kind(m))
 }
 
 // ReadFile reads the regular file at path, which must hold at most limit
