@@ -9,6 +9,7 @@
 //	ggml-rs bench [flags] MODEL           prefill and decode tokens/s
 //	ggml-rs logits [flags] MODEL TOKEN... logits of token ids as JSON (parity with llama.cpp)
 //	ggml-rs tokenize [flags] MODEL TEXT   token ids of a text (or of each string of a JSON file)
+//	ggml-rs serve [flags] MODEL...        Ollama- and OpenAI-compatible HTTP server
 //
 // Errors are printed as one line on stderr, with exit status 1 (2 for a
 // usage error).
@@ -52,6 +53,7 @@ func init() {
 		{"bench-spec", "[flags] MODEL", "speculative decoding (oracle drafts at chosen rates, the MTP head) against plain decoding", runBenchSpec},
 		{"logits", "[flags] MODEL TOKEN...", "the logits of token ids (last position, or every one with -all) as JSON", runLogits},
 		{"mtp", "[flags] MODEL TOKEN...", "the logits of a Qwen3.5 model's MTP head at every position, and its greedy draft (-draft N), as JSON", runMTP},
+		{"serve", "[flags] MODEL...", "serve models over HTTP with Ollama's and OpenAI's APIs, many requests at once (continuous batching)", runServe},
 		{"tokenize", "[flags] MODEL [TEXT]", "the token ids of TEXT (or of each string of a JSON file) with the model's tokenizer", runTokenize},
 	}
 }

@@ -1,0 +1,89 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"ggmlrs/ml/backend"
+	"ggmlrs/serve"
+)
+
+// version is what /api/version reports.
+const version = "0.1.0-ggml-rs"
+
+func runServe(args []string) error {
+	fs := newFlags("serve", "[flags] MODEL...",
+		"Serves the GGUF models MODEL (files, or directories of .gguf files; a model's name is its file\n"+
+			"name without .gguf) over HTTP with Ollama's API (/api/generate, /api/chat, /api/embed, ...)\n"+
+			"and OpenAI's (/v1/chat/completions, /v1/completions, /v1/embeddings, /v1/models).\n"+
+			"Up to -parallel requests per model are computed together (continuous batching).")
+	addr := fs.String("addr", "127.0.0.1:11434", "address to listen on (host:port; 127.0.0.1: this machine only)")
+	parallel := fs.Int("parallel", 4, "sequences of one model computed together")
+	ctxSize := fs.Int("ctx", 4096, "context size of each sequence, in tokens")
+	batch := fs.Int("batch", 512, "tokens computed in one step at most (long prompts are prefilled in chunks of this)")
+	keepAlive := fs.Duration("keep-alive", 5*time.Minute, "how long an idle model stays loaded (negative: forever)")
+	maxQueue := fs.Int("max-queue", 512, "requests waiting for a free sequence, per model, at most (then 503)")
+	maxBody := fs.Int64("max-body", 32<<20, "request body size limit in bytes")
+	preload := fs.Bool("preload", true, "load the model files named on the command line at start (directories' models load on first use)")
+	mf := addModelFlags(fs)
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) == 0 {
+		return usagef("serve needs at least one model file or directory")
+	}
+	if err := mf.check(); err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	srv, err := serve.New(serve.Config{
+		Parallel: *parallel, Context: *ctxSize, Batch: *batch, MaxQueue: *maxQueue, KeepAlive: *keepAlive, MaxBody: *maxBody,
+		Open:    func(path string, alloc bool) (*backend.Backend, error) { return openModel(path, mf, alloc) },
+		Log:     log,
+		Version: version,
+	}, pos)
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return err
+	}
+	if *preload {
+		for _, p := range pos {
+			if st, err := os.Stat(p); err == nil && !st.IsDir() {
+				if err := srv.Load(serve.ModelName(p)); err != nil {
+					ln.Close()
+					return err
+				}
+			}
+		}
+	}
+	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 2 * time.Minute,
+		IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	log.Info("serving", "addr", ln.Addr().String(), "models", srv.Models(), "parallel", *parallel, "ctx", *ctxSize)
+	fmt.Fprintf(os.Stderr, "ggml-rs serve: listening on http://%s\n", ln.Addr())
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	hs.Shutdown(sctx)
+	return nil
+}

@@ -1,0 +1,82 @@
+package serve
+
+import (
+	"strings"
+	"unicode/utf8"
+)
+
+// decoder is what streaming text needs of a tokenizer.
+type textDecoder interface {
+	Decode(ids []int32) string
+}
+
+// detok turns generated tokens into text as they come, without decoding
+// the whole generation at every token: the text of a few tokens before
+// (context) is decoded with the new ones and cut off, so that a piece's
+// leading space and multi-byte characters split across tokens come out
+// as the whole text would have them. A piece that ends inside a UTF-8
+// character is held back until the character completes (or a few tokens
+// pass).
+type detok struct {
+	dec  textDecoder
+	ctx  []int32 // tokens already turned into text, the last few
+	base string  // their text
+	pend []int32 // tokens not yet turned into text
+}
+
+const (
+	detokContext = 4 // tokens of context decoded with new ones
+	detokHold    = 8 // tokens held back at most for an incomplete character
+)
+
+func newDetok(dec textDecoder, prompt []int32) *detok {
+	d := &detok{dec: dec}
+	d.setContext(prompt)
+	return d
+}
+
+func (d *detok) setContext(ids []int32) {
+	if len(ids) > detokContext {
+		ids = ids[len(ids)-detokContext:]
+	}
+	d.ctx = append(d.ctx[:0], ids...)
+	d.base = d.dec.Decode(d.ctx)
+}
+
+// add takes a generated token and returns the text it completes ("" while
+// a character is incomplete).
+func (d *detok) add(id int32) string {
+	d.pend = append(d.pend, id)
+	s := d.text()
+	if len(d.pend) < detokHold && (!utf8.ValidString(s) || strings.HasSuffix(s, "\uFFFD")) {
+		return ""
+	}
+	return d.commit(s)
+}
+
+// flush returns the text of the tokens held back.
+func (d *detok) flush() string {
+	if len(d.pend) == 0 {
+		return ""
+	}
+	return d.commit(d.text())
+}
+
+func (d *detok) text() string {
+	all := make([]int32, 0, len(d.ctx)+len(d.pend))
+	all = append(append(all, d.ctx...), d.pend...)
+	full := d.dec.Decode(all)
+	if strings.HasPrefix(full, d.base) {
+		return full[len(d.base):]
+	}
+	// The context decodes differently followed by these tokens (a byte
+	// sequence completed across them): decode the new tokens alone.
+	return d.dec.Decode(d.pend)
+}
+
+func (d *detok) commit(s string) string {
+	all := append(append([]int32(nil), d.ctx...), d.pend...)
+	d.pend = d.pend[:0]
+	d.setContext(all)
+	return s
+}

@@ -1,0 +1,45 @@
+package serve
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+
+	"ggmlrs/model/bert"
+)
+
+// embedder serves an embedding model: one batch of texts at a time (each
+// batch computes every text together).
+type embedder struct {
+	mu sync.Mutex
+	m  *bert.Model
+}
+
+// errTooLong is an input longer than the model's context with truncation
+// off.
+type errTooLong struct{ msg string }
+
+func (e errTooLong) Error() string { return e.msg }
+
+// embed returns the embedding of each text (pooled and normalized as the
+// model's metadata says: what `ggml-rs embed` prints) and the tokens
+// read. A text longer than the model's context is cut when truncate is
+// set, and refused otherwise.
+func (e *embedder) embed(texts []string, truncate bool) ([][]float32, int, error) {
+	seqs := make([][]int32, len(texts))
+	n := 0
+	for i, t := range texts {
+		ids, cut := e.m.Tokenize(t)
+		if cut && !truncate {
+			return nil, 0, errTooLong{fmt.Sprintf("input %d is longer than the model's %d-token context (truncate is off)", i, e.m.Context)}
+		}
+		seqs[i] = ids
+		n += len(ids)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	embs, err := e.m.Embed(seqs)
+	return embs, n, err
+}

@@ -1,0 +1,123 @@
+package serve
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"time"
+)
+
+// generation is a request's run through an engine, as the APIs use it:
+// the prompt's tokens, the options, and what the engine sends back.
+type generation struct {
+	l      *loaded
+	req    *genRequest
+	opts   genOptions
+	start  time.Time
+	tokens []int32 // the prompt's
+}
+
+// startGeneration tokenizes text (after the tokens of an earlier context,
+// Ollama's deprecated "context"), checks it against the context and
+// queues it on the model's engine.
+func (s *Server) startGeneration(r *http.Request, l *loaded, before []int32, text string, opts genOptions, start time.Time) (*generation, error) {
+	if l.eng == nil {
+		return nil, badRequest("model %s is an embedding model: it does not generate text (use /api/embed or /v1/embeddings)", l.file.name)
+	}
+	vocab := l.eng.m.Vocab
+	for _, id := range before {
+		if id < 0 || int(id) >= vocab {
+			return nil, badRequest("context: token id %d is outside the model's %d-token vocabulary", id, vocab)
+		}
+	}
+	ids := append(append([]int32(nil), before...), l.tok.Encode(text, len(before) == 0)...)
+	if len(ids) == 0 {
+		return nil, badRequest("the prompt is empty (and the model adds no BOS token)")
+	}
+	limit, err := opts.resolve(l.eng.contextSize(), len(ids))
+	if err != nil {
+		return nil, badRequest("%v", err)
+	}
+	req := newGenRequest(r.Context(), ids, limit, opts.maxTokens, opts.sampling, opts.stops)
+	if err := l.eng.submit(req); err != nil {
+		return nil, err
+	}
+	return &generation{l: l, req: req, opts: opts, start: start, tokens: ids}, nil
+}
+
+// next waits for the generation's next event. When the client goes away
+// the engine ends the sequence at its next step; the handler returns at
+// once.
+func (g *generation) next(r *http.Request) (event, bool) {
+	select {
+	case e := <-g.req.events:
+		return e, true
+	case <-r.Context().Done():
+		return event{}, false
+	}
+}
+
+// collect reads the whole generation (non-streaming replies).
+func (g *generation) collect(r *http.Request) (string, event, error) {
+	var text []byte
+	for {
+		e, ok := g.next(r)
+		if !ok {
+			return "", e, r.Context().Err()
+		}
+		text = append(text, e.text...)
+		if e.done {
+			return string(text), e, e.err
+		}
+	}
+}
+
+// streamer writes a streamed reply: newline-delimited JSON (Ollama) or
+// server-sent events (OpenAI), flushed after each message.
+type streamer struct {
+	w   http.ResponseWriter
+	sse bool
+}
+
+func newStreamer(w http.ResponseWriter, sse bool) *streamer {
+	if sse {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.Header().Set("Cache-Control", "no-cache")
+	} else {
+		w.Header().Set("Content-Type", "application/x-ndjson")
+	}
+	w.WriteHeader(http.StatusOK)
+	return &streamer{w: w, sse: sse}
+}
+
+func (st *streamer) send(v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	if st.sse {
+		b = append(append([]byte("data: "), b...), '\n', '\n')
+	} else {
+		b = append(b, '\n')
+	}
+	if _, err := st.w.Write(b); err != nil {
+		return err
+	}
+	if f, ok := st.w.(http.Flusher); ok {
+		f.Flush()
+	}
+	return nil
+}
+
+// done ends an SSE stream as OpenAI's does.
+func (st *streamer) done() {
+	if st.sse {
+		st.w.Write([]byte("data: [DONE]\n\n"))
+		if f, ok := st.w.(http.Flusher); ok {
+			f.Flush()
+		}
+	}
+}
+
+// errStreamed marks an error already reported inside a stream.
+var errStreamed = errors.New("reported in the stream")

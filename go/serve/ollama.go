@@ -1,0 +1,638 @@
+package serve
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// Ollama's API: /api/generate, /api/chat, /api/embed, /api/embeddings,
+// /api/tags, /api/show, /api/ps, /api/version.
+
+type generateRequest struct {
+	Model     string                     `json:"model"`
+	Prompt    string                     `json:"prompt"`
+	Suffix    string                     `json:"suffix"`
+	System    string                     `json:"system"`
+	Template  string                     `json:"template"`
+	Context   []int32                    `json:"context"`
+	Stream    *bool                      `json:"stream"`
+	Raw       bool                       `json:"raw"`
+	Format    json.RawMessage            `json:"format"`
+	Images    []json.RawMessage          `json:"images"`
+	Options   map[string]json.RawMessage `json:"options"`
+	KeepAlive json.RawMessage            `json:"keep_alive"`
+	Think     json.RawMessage            `json:"think"`
+}
+
+type chatMessage struct {
+	Role      string            `json:"role"`
+	Content   string            `json:"content"`
+	Thinking  string            `json:"thinking,omitempty"`
+	Images    []json.RawMessage `json:"images,omitempty"`
+	ToolCalls []json.RawMessage `json:"tool_calls,omitempty"`
+}
+
+type chatRequest struct {
+	Model     string                     `json:"model"`
+	Messages  []chatMessage              `json:"messages"`
+	Stream    *bool                      `json:"stream"`
+	Format    json.RawMessage            `json:"format"`
+	Tools     []json.RawMessage          `json:"tools"`
+	Options   map[string]json.RawMessage `json:"options"`
+	KeepAlive json.RawMessage            `json:"keep_alive"`
+	Think     json.RawMessage            `json:"think"`
+}
+
+// metrics are the counts and durations (nanoseconds) Ollama's final reply
+// carries.
+type metrics struct {
+	TotalDuration      int64 `json:"total_duration,omitempty"`
+	LoadDuration       int64 `json:"load_duration,omitempty"`
+	PromptEvalCount    int   `json:"prompt_eval_count,omitempty"`
+	PromptEvalDuration int64 `json:"prompt_eval_duration,omitempty"`
+	EvalCount          int   `json:"eval_count,omitempty"`
+	EvalDuration       int64 `json:"eval_duration,omitempty"`
+}
+
+func newMetrics(g *generation, e event, loadDur time.Duration) metrics {
+	return metrics{TotalDuration: int64(time.Since(g.start)), LoadDuration: int64(loadDur),
+		PromptEvalCount: e.stats.PromptTokens, PromptEvalDuration: int64(e.stats.PromptEval),
+		EvalCount: e.stats.Generated, EvalDuration: int64(e.stats.Eval)}
+}
+
+type generateResponse struct {
+	Model      string  `json:"model"`
+	CreatedAt  string  `json:"created_at"`
+	Response   string  `json:"response"`
+	Done       bool    `json:"done"`
+	DoneReason string  `json:"done_reason,omitempty"`
+	Context    []int32 `json:"context,omitempty"`
+	metrics
+}
+
+type chatResponse struct {
+	Model      string      `json:"model"`
+	CreatedAt  string      `json:"created_at"`
+	Message    chatMessage `json:"message"`
+	Done       bool        `json:"done"`
+	DoneReason string      `json:"done_reason,omitempty"`
+	metrics
+}
+
+func now() string { return time.Now().UTC().Format(time.RFC3339Nano) }
+
+// refuseUnsupported refuses request features this server does not have,
+// rather than ignoring them and answering something else.
+func refuseUnsupported(format json.RawMessage, images int, tools int) error {
+	if f := strings.TrimSpace(string(format)); f != "" && f != "null" && f != `""` {
+		return badRequest("format %s is not supported: this server does not constrain output to JSON or a schema (no grammar sampling); ask for JSON in the prompt instead", clipJSON(format))
+	}
+	if images > 0 {
+		return badRequest("images are not supported: the models served here read text only")
+	}
+	if tools > 0 {
+		return badRequest("tools are not supported by this server (tool-free chat only)")
+	}
+	return nil
+}
+
+// parseThink reads Ollama's think: a bool, or a level ("low", "medium",
+// "high": on). Absent: nil (the template's default).
+func parseThink(v json.RawMessage) (*bool, error) {
+	if len(v) == 0 || string(v) == "null" {
+		return nil, nil
+	}
+	var b bool
+	if err := json.Unmarshal(v, &b); err == nil {
+		return &b, nil
+	}
+	var s string
+	if err := json.Unmarshal(v, &s); err == nil {
+		switch s {
+		case "low", "medium", "high":
+			on := true
+			return &on, nil
+		}
+	}
+	return nil, badRequest("think %s: true, false, or \"low\", \"medium\", \"high\"", clipJSON(v))
+}
+
+func streaming(p *bool) bool { return p == nil || *p }
+
+func (s *Server) generate(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	var req generateRequest
+	if err := decodeBody(r, &req); err != nil {
+		fail(w, r, err)
+		return
+	}
+	err := s.ollamaCommon(req.Model, req.Format, len(req.Images), 0)
+	if err == nil && req.Template != "" {
+		err = badRequest("template is not supported: the model's own chat template is used (or raw: true)")
+	}
+	if err == nil && req.Suffix != "" {
+		err = badRequest("suffix (fill-in-the-middle) is not supported")
+	}
+	think, err2 := parseThink(req.Think)
+	if err == nil {
+		err = err2
+	}
+	keep, err3 := parseKeepAlive(req.KeepAlive, s.cfg.KeepAlive)
+	if err == nil {
+		err = err3
+	}
+	if err != nil {
+		fail(w, r, err)
+		return
+	}
+	opts, err := parseOllamaOptions(req.Options)
+	if err != nil {
+		fail(w, r, badRequest("%v", err))
+		return
+	}
+	// An empty prompt loads (or, with keep_alive 0, unloads) the model.
+	if req.Prompt == "" && len(req.Context) == 0 {
+		s.loadOrUnload(w, r, req.Model, keep, func(reason string) any {
+			return generateResponse{Model: req.Model, CreatedAt: now(), Done: true, DoneReason: reason}
+		})
+		return
+	}
+	l, err := s.reg.acquire(r.Context(), req.Model)
+	if err != nil {
+		fail(w, r, err)
+		return
+	}
+	defer s.reg.release(l, keep)
+	text := req.Prompt
+	if !req.Raw && l.prompts != nil {
+		var msgs []message
+		if req.System != "" {
+			msgs = append(msgs, message{Role: "system", Content: req.System})
+		}
+		msgs = append(msgs, message{Role: "user", Content: req.Prompt})
+		if text, err = l.prompts.chat(msgs, think); err != nil {
+			fail(w, r, badRequest("chat template: %v", err))
+			return
+		}
+	}
+	g, err := s.startGeneration(r, l, req.Context, text, opts, start)
+	if err != nil {
+		fail(w, r, err)
+		return
+	}
+	final := func(e event) generateResponse {
+		return generateResponse{Model: req.Model, CreatedAt: now(), Done: true, DoneReason: e.reason,
+			Context: append(append([]int32(nil), g.tokens...), e.tokens...), metrics: newMetrics(g, e, l.loadDur)}
+	}
+	if !streaming(req.Stream) {
+		text, e, err := g.collect(r)
+		if err != nil {
+			fail(w, r, err)
+			return
+		}
+		resp := final(e)
+		resp.Response = text
+		writeJSON(w, http.StatusOK, resp)
+		return
+	}
+	st := newStreamer(w, false)
+	for {
+		e, ok := g.next(r)
+		if !ok {
+			return
+		}
+		if e.done {
+			if e.err != nil {
+				st.send(map[string]string{"error": e.err.Error()})
+				return
+			}
+			st.send(final(e))
+			return
+		}
+		if st.send(generateResponse{Model: req.Model, CreatedAt: now(), Response: e.text}) != nil {
+			return
+		}
+	}
+}
+
+// ollamaCommon checks what every generation request needs.
+func (s *Server) ollamaCommon(model string, format json.RawMessage, images, tools int) error {
+	if model == "" {
+		return badRequest("model is required")
+	}
+	if _, ok := s.cat.lookup(model); !ok {
+		return errUnknownModel{model}
+	}
+	return refuseUnsupported(format, images, tools)
+}
+
+// loadOrUnload answers a request with nothing to generate: the model is
+// loaded (done_reason "load") or, with keep_alive 0, unloaded ("unload").
+func (s *Server) loadOrUnload(w http.ResponseWriter, r *http.Request, model string, keep time.Duration, reply func(string) any) {
+	if keep == 0 {
+		if err := s.reg.unload(model); err != nil {
+			fail(w, r, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, reply("unload"))
+		return
+	}
+	l, err := s.reg.acquire(r.Context(), model)
+	if err != nil {
+		fail(w, r, err)
+		return
+	}
+	s.reg.release(l, keep)
+	writeJSON(w, http.StatusOK, reply("load"))
+}
+
+// chatMessages checks a conversation and turns it into the template's
+// messages.
+func chatMessages(in []chatMessage) ([]message, error) {
+	msgs := make([]message, 0, len(in))
+	for i, m := range in {
+		switch m.Role {
+		case "system", "user", "assistant":
+		case "tool":
+			return nil, badRequest("messages[%d]: tool messages are not supported (tool-free chat only)", i)
+		default:
+			return nil, badRequest("messages[%d]: role %q: system, user or assistant", i, m.Role)
+		}
+		if len(m.Images) > 0 {
+			return nil, badRequest("messages[%d]: images are not supported: the models served here read text only", i)
+		}
+		if len(m.ToolCalls) > 0 {
+			return nil, badRequest("messages[%d]: tool calls are not supported (tool-free chat only)", i)
+		}
+		msgs = append(msgs, message{Role: m.Role, Content: m.Content})
+	}
+	return msgs, nil
+}
+
+func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	var req chatRequest
+	if err := decodeBody(r, &req); err != nil {
+		fail(w, r, err)
+		return
+	}
+	err := s.ollamaCommon(req.Model, req.Format, 0, len(req.Tools))
+	var msgs []message
+	if err == nil {
+		msgs, err = chatMessages(req.Messages)
+	}
+	think, err2 := parseThink(req.Think)
+	if err == nil {
+		err = err2
+	}
+	keep, err3 := parseKeepAlive(req.KeepAlive, s.cfg.KeepAlive)
+	if err == nil {
+		err = err3
+	}
+	if err != nil {
+		fail(w, r, err)
+		return
+	}
+	opts, err := parseOllamaOptions(req.Options)
+	if err != nil {
+		fail(w, r, badRequest("%v", err))
+		return
+	}
+	if len(msgs) == 0 {
+		s.loadOrUnload(w, r, req.Model, keep, func(reason string) any {
+			return chatResponse{Model: req.Model, CreatedAt: now(), Message: chatMessage{Role: "assistant"}, Done: true, DoneReason: reason}
+		})
+		return
+	}
+	l, err := s.reg.acquire(r.Context(), req.Model)
+	if err != nil {
+		fail(w, r, err)
+		return
+	}
+	defer s.reg.release(l, keep)
+	if l.prompts == nil {
+		fail(w, r, badRequest("model %s is an embedding model: it does not chat (use /api/embed)", l.file.name))
+		return
+	}
+	text, err := l.prompts.chat(msgs, think)
+	if err != nil {
+		fail(w, r, badRequest("chat template: %v", err))
+		return
+	}
+	g, err := s.startGeneration(r, l, nil, text, opts, start)
+	if err != nil {
+		fail(w, r, err)
+		return
+	}
+	final := func(e event, content string) chatResponse {
+		return chatResponse{Model: req.Model, CreatedAt: now(), Message: chatMessage{Role: "assistant", Content: content},
+			Done: true, DoneReason: e.reason, metrics: newMetrics(g, e, l.loadDur)}
+	}
+	if !streaming(req.Stream) {
+		text, e, err := g.collect(r)
+		if err != nil {
+			fail(w, r, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, final(e, text))
+		return
+	}
+	st := newStreamer(w, false)
+	for {
+		e, ok := g.next(r)
+		if !ok {
+			return
+		}
+		if e.done {
+			if e.err != nil {
+				st.send(map[string]string{"error": e.err.Error()})
+				return
+			}
+			st.send(final(e, ""))
+			return
+		}
+		msg := chatResponse{Model: req.Model, CreatedAt: now(), Message: chatMessage{Role: "assistant", Content: e.text}}
+		if st.send(msg) != nil {
+			return
+		}
+	}
+}
+
+// --- embeddings -----------------------------------------------------------
+
+type embedRequest struct {
+	Model      string                     `json:"model"`
+	Input      json.RawMessage            `json:"input"`
+	Truncate   *bool                      `json:"truncate"`
+	Dimensions int                        `json:"dimensions"`
+	Options    map[string]json.RawMessage `json:"options"`
+	KeepAlive  json.RawMessage            `json:"keep_alive"`
+}
+
+// maxInputs bounds the texts of one embedding request.
+const maxInputs = 2048
+
+// embedInputs reads an input that is a string or a list of strings.
+func embedInputs(v json.RawMessage) ([]string, error) {
+	if len(v) == 0 || string(v) == "null" {
+		return nil, nil
+	}
+	var one string
+	if err := json.Unmarshal(v, &one); err == nil {
+		return []string{one}, nil
+	}
+	var list []string
+	if err := json.Unmarshal(v, &list); err != nil {
+		return nil, badRequest("input %s: a string or a list of strings", clipJSON(v))
+	}
+	if len(list) > maxInputs {
+		return nil, badRequest("%d inputs: at most %d in one request", len(list), maxInputs)
+	}
+	return list, nil
+}
+
+// embedTexts runs texts through an embedding model, cut to dims
+// dimensions (and then normalized again) when dims > 0.
+func (s *Server) embedTexts(r *http.Request, model string, texts []string, truncate bool, dims int, keep time.Duration) (*loaded, [][]float32, int, error) {
+	l, err := s.reg.acquire(r.Context(), model)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	defer s.reg.release(l, keep)
+	if l.emb == nil {
+		return nil, nil, 0, badRequest("model %s does not make embeddings (an embedding model, architecture bert, does)", l.file.name)
+	}
+	for i, t := range texts {
+		if t == "" {
+			return nil, nil, 0, badRequest("input %d is empty", i)
+		}
+	}
+	embs, n, err := l.emb.embed(texts, truncate)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	if dims < 0 {
+		return nil, nil, 0, badRequest("dimensions %d: a positive count", dims)
+	}
+	if dims > 0 {
+		for i, e := range embs {
+			if dims > len(e) {
+				return nil, nil, 0, badRequest("dimensions %d: the model's embeddings have %d", dims, len(e))
+			}
+			embs[i] = normalize(e[:dims])
+		}
+	}
+	return l, embs, n, nil
+}
+
+func normalize(v []float32) []float32 {
+	var ss float64
+	for _, x := range v {
+		ss += float64(x) * float64(x)
+	}
+	if ss == 0 {
+		return v
+	}
+	inv := 1 / math.Sqrt(ss)
+	out := make([]float32, len(v))
+	for i, x := range v {
+		out[i] = float32(float64(x) * inv)
+	}
+	return out
+}
+
+func (s *Server) embed(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	var req embedRequest
+	if err := decodeBody(r, &req); err != nil {
+		fail(w, r, err)
+		return
+	}
+	if req.Model == "" {
+		fail(w, r, badRequest("model is required"))
+		return
+	}
+	texts, err := embedInputs(req.Input)
+	if err != nil {
+		fail(w, r, err)
+		return
+	}
+	keep, err := parseKeepAlive(req.KeepAlive, s.cfg.KeepAlive)
+	if err != nil {
+		fail(w, r, badRequest("%v", err))
+		return
+	}
+	if len(texts) == 0 {
+		s.loadOrUnload(w, r, req.Model, keep, func(string) any {
+			return map[string]any{"model": req.Model, "embeddings": [][]float32{}}
+		})
+		return
+	}
+	l, embs, n, err := s.embedTexts(r, req.Model, texts, req.Truncate == nil || *req.Truncate, req.Dimensions, keep)
+	if err != nil {
+		fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"model": req.Model, "embeddings": embs,
+		"total_duration": int64(time.Since(start)), "load_duration": int64(l.loadDur), "prompt_eval_count": n})
+}
+
+// embeddings is the older /api/embeddings: one prompt, one vector.
+func (s *Server) embeddings(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Model     string                     `json:"model"`
+		Prompt    string                     `json:"prompt"`
+		Options   map[string]json.RawMessage `json:"options"`
+		KeepAlive json.RawMessage            `json:"keep_alive"`
+	}
+	if err := decodeBody(r, &req); err != nil {
+		fail(w, r, err)
+		return
+	}
+	if req.Model == "" {
+		fail(w, r, badRequest("model is required"))
+		return
+	}
+	keep, err := parseKeepAlive(req.KeepAlive, s.cfg.KeepAlive)
+	if err != nil {
+		fail(w, r, badRequest("%v", err))
+		return
+	}
+	if req.Prompt == "" {
+		s.loadOrUnload(w, r, req.Model, keep, func(string) any { return map[string]any{"embedding": []float32{}} })
+		return
+	}
+	_, embs, _, err := s.embedTexts(r, req.Model, []string{req.Prompt}, true, 0, keep)
+	if err != nil {
+		fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"embedding": embs[0]})
+}
+
+// --- model listing --------------------------------------------------------
+
+type modelDetails struct {
+	ParentModel       string   `json:"parent_model"`
+	Format            string   `json:"format"`
+	Family            string   `json:"family"`
+	Families          []string `json:"families"`
+	ParameterSize     string   `json:"parameter_size"`
+	QuantizationLevel string   `json:"quantization_level"`
+}
+
+func details(f *modelFile) modelDetails {
+	return modelDetails{Format: "gguf", Family: f.arch, Families: []string{f.arch}, ParameterSize: f.parameterSize(), QuantizationLevel: f.fileType}
+}
+
+// tagName is a model's name as Ollama lists it (with its tag).
+func tagName(f *modelFile) string { return f.name + ":latest" }
+
+func (s *Server) version(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"version": s.cfg.Version})
+}
+
+func (s *Server) tags(w http.ResponseWriter, r *http.Request) {
+	type tag struct {
+		Name       string       `json:"name"`
+		Model      string       `json:"model"`
+		ModifiedAt time.Time    `json:"modified_at"`
+		Size       int64        `json:"size"`
+		Digest     string       `json:"digest"`
+		Details    modelDetails `json:"details"`
+	}
+	out := []tag{}
+	for _, n := range s.cat.names {
+		f := s.cat.files[n]
+		out = append(out, tag{Name: tagName(f), Model: tagName(f), ModifiedAt: f.modified, Size: f.size, Digest: f.sha256(), Details: details(f)})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"models": out})
+}
+
+func (s *Server) ps(w http.ResponseWriter, r *http.Request) {
+	type running struct {
+		Name          string       `json:"name"`
+		Model         string       `json:"model"`
+		Size          uint64       `json:"size"`
+		Digest        string       `json:"digest"`
+		Details       modelDetails `json:"details"`
+		ExpiresAt     time.Time    `json:"expires_at"`
+		SizeVRAM      uint64       `json:"size_vram"`
+		ContextLength int          `json:"context_length,omitempty"`
+	}
+	out := []running{}
+	for _, l := range s.reg.running() {
+		ctx := 0
+		if l.eng != nil {
+			ctx = l.eng.contextSize()
+		}
+		s.reg.mu.Lock()
+		exp := l.expires
+		s.reg.mu.Unlock()
+		if exp.IsZero() {
+			exp = time.Now().Add(100 * 365 * 24 * time.Hour)
+		}
+		out = append(out, running{Name: tagName(l.file), Model: tagName(l.file), Size: l.memory, Digest: l.file.sha256(),
+			Details: details(l.file), ExpiresAt: exp, SizeVRAM: l.vram, ContextLength: ctx})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"models": out})
+}
+
+func (s *Server) show(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Model   string `json:"model"`
+		Name    string `json:"name"` // the older field
+		Verbose bool   `json:"verbose"`
+	}
+	if err := decodeBody(r, &req); err != nil {
+		fail(w, r, err)
+		return
+	}
+	if req.Model == "" {
+		req.Model = req.Name
+	}
+	if req.Model == "" {
+		fail(w, r, badRequest("model is required"))
+		return
+	}
+	f, ok := s.cat.lookup(req.Model)
+	if !ok {
+		fail(w, r, errUnknownModel{req.Model})
+		return
+	}
+	info := map[string]any{}
+	for _, kv := range f.kvs {
+		v := kv.Value
+		if !req.Verbose && strings.HasPrefix(kv.Key, "tokenizer.ggml.") {
+			if _, scalar := v.(string); !scalar && isArray(v) {
+				v = nil // large arrays only with verbose, as Ollama
+			}
+		}
+		info[kv.Key] = v
+	}
+	caps := []string{"completion"}
+	if isEmbedding(f.arch) {
+		caps = []string{"embedding"}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{
+		"modelfile":    fmt.Sprintf("FROM %s\n", f.path),
+		"parameters":   "",
+		"template":     f.template,
+		"details":      details(f),
+		"model_info":   info,
+		"capabilities": caps,
+		"modified_at":  f.modified,
+	})
+}
+
+func isArray(v any) bool {
+	switch v.(type) {
+	case []string, []int32, []uint32, []float32, []uint8, []int8, []int16, []uint16, []int64, []uint64, []float64, []bool, []any:
+		return true
+	}
+	return false
+}
