@@ -28,7 +28,7 @@ func (e errUnknownModel) Error() string {
 type loaded struct {
 	file    *modelFile
 	b       *backend.Backend
-	eng     *engine      // decoders
+	eng     *engine // decoders
 	tok     decoder.Tokenizer
 	emb     *embedder    // embedding models
 	prompts *promptMaker // decoders: chat templates
