@@ -35,6 +35,10 @@ type engine struct {
 	done    chan struct{} // run has returned
 
 	slots []slot // the goroutine's own
+
+	// observe, when set (tests), sees every row of logits a sequence
+	// samples from, before sampling.
+	observe func(r *genRequest, logits []float32)
 }
 
 // slot is one sequence of the cache (its sequence id is its index): the
@@ -43,6 +47,7 @@ type engine struct {
 type slot struct {
 	held []int32
 	seq  *sequence // nil: free
+	used time.Time // when its last sequence ended
 }
 
 type engineConfig struct {
@@ -59,9 +64,11 @@ func newEngine(m *decoder.Model, tok decoder.Tokenizer, c engineConfig) (*engine
 	}
 	e := &engine{m: m, tok: tok, cache: cache, batch: c.Batch, maxQueue: c.MaxQueue,
 		wake: make(chan struct{}, 1), done: make(chan struct{}), slots: make([]slot, c.Parallel)}
-	go e.run()
 	return e, nil
 }
+
+// start runs the engine's goroutine.
+func (e *engine) start() { go e.run() }
 
 // contextSize is the tokens one sequence can hold.
 func (e *engine) contextSize() int { return e.cache.Capacity() }
@@ -163,12 +170,15 @@ func (e *engine) admit() bool {
 			r.events <- event{done: true, err: r.ctx.Err()}
 			continue
 		}
+		// The free slot sharing the longest beginning with the prompt; on
+		// a tie the one unused longest, so that recent conversations stay.
 		best, bestLen := -1, -1
 		for i, s := range e.slots {
 			if s.seq != nil {
 				continue
 			}
-			if n := commonPrefix(s.held, r.prompt); n > bestLen {
+			n := commonPrefix(s.held, r.prompt)
+			if n > bestLen || n == bestLen && s.used.Before(e.slots[best].used) {
 				best, bestLen = i, n
 			}
 		}
@@ -176,7 +186,7 @@ func (e *engine) admit() bool {
 			break
 		}
 		e.queue = e.queue[1:]
-		e.start(best, r)
+		e.begin(best, r)
 	}
 	return false
 }
@@ -189,9 +199,9 @@ func commonPrefix(a, b []int32) int {
 	return n
 }
 
-// start puts request r into slot i, keeping what the cache holds of its
+// begin puts request r into slot i, keeping what the cache holds of its
 // prompt.
-func (e *engine) start(i int, r *genRequest) {
+func (e *engine) begin(i int, r *genRequest) {
 	sl := &e.slots[i]
 	keep := e.cache.KeepPrefix(i, sl.held, r.prompt)
 	sl.held = append(sl.held[:0], r.prompt[:keep]...)
@@ -210,7 +220,7 @@ func (e *engine) dropCancelled() {
 	for i := range e.slots {
 		if s := e.slots[i].seq; s != nil && s.req.ctx.Err() != nil {
 			s.finish("", s.req.ctx.Err())
-			e.slots[i].seq = nil
+			e.slots[i].seq, e.slots[i].used = nil, time.Now()
 		}
 	}
 }
@@ -268,7 +278,7 @@ func (e *engine) step() {
 			s.stats.PromptEval = s.firstTok.Sub(s.admitted)
 		}
 		if e.sample(s, out[k].Logits[len(out[k].Logits)-1], len(sl.held)) {
-			sl.seq = nil
+			sl.seq, sl.used = nil, time.Now()
 		}
 	}
 }
@@ -293,6 +303,9 @@ func (e *engine) prefillOrder() []int {
 // sample draws a sequence's next token from its logits, sends its text,
 // and reports whether the sequence ended (held: tokens its cache holds).
 func (e *engine) sample(s *sequence, logits []float32, held int) bool {
+	if e.observe != nil {
+		e.observe(s.req, logits)
+	}
 	tok := s.sampler.Sample(logits)
 	s.sampler.Accept(tok)
 	if e.tok.IsEOG(tok) {

@@ -346,6 +346,7 @@ func (l *loaded) open(cfg Config) (err error) {
 		if err != nil {
 			return fail(err)
 		}
+		eng.start()
 		l.eng, l.tok, l.prompts = eng, tok, pm
 	}
 	mem := b.BackendMemory()
