@@ -109,9 +109,10 @@ test-c: build
 # Packages run one at a time (-p 1): each runs ggml on every core, and
 # ggml's workers spin while they wait, so two packages at once on a 2-core
 # machine slow each other down several times over.
-test-go: build twin-ggml fetch-minilm $(SMALL_MODELS) $(OLLAMA_MODELS) $(GPT2_VOCABS)
+test-go: build twin-ggml fetch-minilm $(MINILM_GGUF) $(SMALL_MODELS) $(OLLAMA_MODELS) $(GPT2_VOCABS)
 	$(CARGO) build --release --bin ggml-rs-rpc-server
 	cd go && $(GO_ENV) $(GO) vet ./... && GGML_RS_MODELS=$(CURDIR)/$(MODELS_DIR) GGML_RS_VOCABS=$(CURDIR)/$(VOCABS_DIR) \
+	  GGML_RS_MINILM=$(CURDIR)/$(MINILM_GGUF) \
 	  $(GO_ENV) $(GO) test -count=1 -p 1 -timeout 30m ./...
 
 check-header:

@@ -48,10 +48,41 @@ func (d *detok) setContext(ids []int32) {
 func (d *detok) add(id int32) string {
 	d.pend = append(d.pend, id)
 	s := d.text()
-	if len(d.pend) < detokHold && (!utf8.ValidString(s) || strings.HasSuffix(s, "\uFFFD")) {
+	if len(d.pend) < detokHold && (incompleteTail(s) || strings.HasSuffix(s, "\uFFFD")) {
 		return ""
 	}
 	return d.commit(s)
+}
+
+// incompleteTail reports whether s ends inside a UTF-8 character that
+// more bytes could complete.
+func incompleteTail(s string) bool {
+	for i := len(s) - 1; i >= 0 && i >= len(s)-utf8.UTFMax; i-- {
+		if utf8.RuneStart(s[i]) {
+			return !utf8.FullRuneInString(s[i:])
+		}
+	}
+	return false
+}
+
+// validUTF8 replaces each byte that is not part of a valid UTF-8
+// character with U+FFFD, as JSON encoding would: the text streamed and
+// matched against stop sequences is the text the client reads.
+func validUTF8(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && n == 1 {
+			b.WriteString("\uFFFD")
+		} else {
+			b.WriteString(s[i : i+n])
+		}
+		i += n
+	}
+	return b.String()
 }
 
 // flush returns the text of the tokens held back.
@@ -78,5 +109,5 @@ func (d *detok) commit(s string) string {
 	all := append(append([]int32(nil), d.ctx...), d.pend...)
 	d.pend = d.pend[:0]
 	d.setContext(all)
-	return s
+	return validUTF8(s)
 }

@@ -27,7 +27,7 @@ func checkFit(name string, mem ml.BackendMemory) error {
 		for _, dev := range devices {
 			if dev.Name == d.Name || (d.ID != "" && dev.ID == d.ID && dev.Library == d.Library) {
 				if dev.Type == backend.DeviceCPU {
-					if avail, ok := memAvailable(); ok {
+					if avail, ok := availableMemory(); ok {
 						return avail, true
 					}
 				}
@@ -75,6 +75,10 @@ func gib(n uint64) string {
 	}
 	return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
 }
+
+// availableMemory is the system memory a model may take (tests make it
+// small).
+var availableMemory = memAvailable
 
 // memAvailable is Linux's estimate of memory available to a new process
 // without swapping (/proc/meminfo MemAvailable).

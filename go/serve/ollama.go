@@ -142,8 +142,8 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request) {
 		err = err2
 	}
 	keep, err3 := parseKeepAlive(req.KeepAlive, s.cfg.KeepAlive)
-	if err == nil {
-		err = err3
+	if err == nil && err3 != nil {
+		err = badRequest("%v", err3)
 	}
 	if err != nil {
 		fail(w, r, err)
@@ -290,8 +290,8 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		err = err2
 	}
 	keep, err3 := parseKeepAlive(req.KeepAlive, s.cfg.KeepAlive)
-	if err == nil {
-		err = err3
+	if err == nil && err3 != nil {
+		err = badRequest("%v", err3)
 	}
 	if err != nil {
 		fail(w, r, err)

@@ -56,6 +56,8 @@ func (c *Config) defaults() error {
 		return fmt.Errorf("-ctx %d: 16 to %d tokens", c.Context, 1<<24)
 	case c.Batch < 1 || c.Batch > 1<<16:
 		return fmt.Errorf("-batch %d: 1 to %d tokens", c.Batch, 1<<16)
+	case c.Context*c.Parallel > maxCacheTokens:
+		return fmt.Errorf("-ctx %d × -parallel %d: at most %d tokens of cache in all", c.Context, c.Parallel, maxCacheTokens)
 	case c.MaxQueue < 1:
 		return fmt.Errorf("-max-queue %d: at least 1", c.MaxQueue)
 	case c.MaxBody < 1<<10:
@@ -65,6 +67,10 @@ func (c *Config) defaults() error {
 	}
 	return nil
 }
+
+// maxCacheTokens bounds a model's cache (the cache's bookkeeping lives in
+// Go memory: 16M tokens take about 128 MiB of it).
+const maxCacheTokens = 1 << 24
 
 // Server answers Ollama's and OpenAI's HTTP APIs.
 type Server struct {

@@ -1,0 +1,252 @@
+package serve
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"ggmlrs/ml"
+	"ggmlrs/ml/backend"
+)
+
+// miniLM is the converted all-MiniLM-L6-v2 ($GGML_RS_MINILM, which make
+// test sets after converting it; a missing file fails there).
+func miniLM(t *testing.T) string {
+	t.Helper()
+	path, required := os.LookupEnv("GGML_RS_MINILM")
+	if !required {
+		path = "../../.cache/all-minilm-l6-v2.gguf"
+	}
+	if _, err := os.Stat(path); err != nil {
+		if required {
+			t.Fatalf("%s is missing (make run converts it)", path)
+		}
+		t.Skipf("%s is not there (make run converts it; make test does)", path)
+	}
+	return path
+}
+
+func openBackend(path string, alloc bool) (*backend.Backend, error) {
+	b, err := backend.NewWithOptions(path, ml.BackendParams{AllocMemory: alloc, NumThreads: 2, FlashAttention: ml.FlashAttentionAuto})
+	if err != nil || !alloc {
+		return b, err
+	}
+	if err := b.Load(context.Background(), nil); err != nil {
+		b.Close()
+		return nil, err
+	}
+	return b, nil
+}
+
+// newTestServer serves the given model files on a loopback port.
+func newTestServer(t *testing.T, cfg Config, paths ...string) (*Server, string) {
+	t.Helper()
+	cfg.Open = openBackend
+	cfg.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	cfg.Version = "test"
+	s, err := New(cfg, paths)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(s.Handler())
+	t.Cleanup(func() { hs.Close(); s.Close() })
+	return s, hs.URL
+}
+
+func post(t *testing.T, url, body string) (int, []byte) {
+	t.Helper()
+	resp, err := http.Post(url, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
+}
+
+// lines reads a newline-delimited JSON reply.
+func lines(t *testing.T, b []byte) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var m map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			t.Fatalf("line %q: %v", sc.Text(), err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// TestGenerateAPI: streaming and non-streaming replies carry the same
+// greedy text, with Ollama's final fields; the returned context continues
+// a generation; a stop sequence cuts the text.
+func TestGenerateAPI(t *testing.T) {
+	_, url := newTestServer(t, Config{Parallel: 2, Context: 256}, modelPath(t, "qwen3-small-q8_0"))
+	req := `{"model":"qwen3-small-q8_0","prompt":"The capital of France","raw":true,"options":{"temperature":0,"num_predict":24}%s}`
+	code, b := post(t, url+"/api/generate", fmt.Sprintf(req, ""))
+	if code != 200 {
+		t.Fatalf("stream: %d %s", code, b)
+	}
+	var streamed strings.Builder
+	ls := lines(t, b)
+	for _, l := range ls[:len(ls)-1] {
+		if l["done"] != false {
+			t.Fatalf("a line before the last is done: %v", l)
+		}
+		streamed.WriteString(l["response"].(string))
+	}
+	last := ls[len(ls)-1]
+	if last["done"] != true || last["done_reason"] != "length" || last["eval_count"] != 24.0 {
+		t.Fatalf("last line: %v", last)
+	}
+	for _, k := range []string{"prompt_eval_count", "total_duration", "eval_duration", "prompt_eval_duration", "context"} {
+		if _, ok := last[k]; !ok {
+			t.Fatalf("last line has no %s: %v", k, last)
+		}
+	}
+	code, b = post(t, url+"/api/generate", fmt.Sprintf(req, `,"stream":false`))
+	var whole map[string]any
+	if code != 200 || json.Unmarshal(b, &whole) != nil {
+		t.Fatalf("no stream: %d %s", code, b)
+	}
+	if whole["response"] != streamed.String() {
+		t.Fatalf("non-streamed %q, streamed %q", whole["response"], streamed.String())
+	}
+	text := streamed.String()
+	// A stop sequence from the middle of the greedy text cuts it there.
+	if r := []rune(text); len(r) > 8 {
+		stop := string(r[4:7])
+		js, _ := json.Marshal([]string{stop})
+		code, b = post(t, url+"/api/generate", fmt.Sprintf(req, fmt.Sprintf(`,"stream":false,"options":{"temperature":0,"num_predict":24,"stop":%s}`, js)))
+		json.Unmarshal(b, &whole)
+		if want := text[:strings.Index(text, stop)]; code != 200 || whole["response"] != want || whole["done_reason"] != "stop" {
+			t.Fatalf("stop %q: %d %q (%v), want %q", stop, code, whole["response"], whole["done_reason"], want)
+		}
+	}
+	// The context of a 12-token generation, continued for 12 more, gives
+	// the 24-token text.
+	code, b = post(t, url+"/api/generate", `{"model":"qwen3-small-q8_0","prompt":"The capital of France","raw":true,"stream":false,"options":{"temperature":0,"num_predict":12}}`)
+	json.Unmarshal(b, &whole)
+	first := whole["response"].(string)
+	ctx, _ := json.Marshal(whole["context"])
+	code, b = post(t, url+"/api/generate", fmt.Sprintf(`{"model":"qwen3-small-q8_0","prompt":" ","raw":true,"stream":false,"context":%s,"options":{"temperature":0,"num_predict":1}}`, ctx))
+	if code != 200 {
+		t.Fatalf("context: %d %s", code, b)
+	}
+	if !strings.HasPrefix(text, first) {
+		t.Fatalf("12 tokens %q are not the start of 24 %q", first, text)
+	}
+}
+
+// TestErrors: each bad request gets its 4xx and a message that says what
+// is wrong, and the server goes on serving.
+func TestErrors(t *testing.T) {
+	_, url := newTestServer(t, Config{Parallel: 1, Context: 64, MaxBody: 4096}, modelPath(t, "qwen3-small-q8_0"), miniLM(t))
+	long := strings.Repeat("word ", 400)
+	cases := []struct {
+		path, body string
+		status     int
+		msg        string
+	}{
+		{"/api/generate", `{"model":`, 400, "invalid JSON"},
+		{"/api/generate", ``, 400, "empty"},
+		{"/api/generate", `{"prompt":"hi"}`, 400, "model is required"},
+		{"/api/generate", `{"model":"nope","prompt":"hi"}`, 404, "not found"},
+		{"/api/generate", `{"model":"qwen3-small-q8_0","prompt":"hi","options":{"temperature":-1}}`, 400, "temperature"},
+		{"/api/generate", `{"model":"qwen3-small-q8_0","prompt":"hi","options":{"top_k":"many"}}`, 400, "top_k"},
+		{"/api/generate", `{"model":"qwen3-small-q8_0","prompt":"hi","options":{"num_predict":-7}}`, 400, "num_predict"},
+		{"/api/generate", `{"model":"qwen3-small-q8_0","prompt":"hi","options":{"num_ctx":100000}}`, 400, "num_ctx"},
+		{"/api/generate", `{"model":"qwen3-small-q8_0","prompt":"` + long + `"}`, 400, "does not fit"},
+		{"/api/generate", `{"model":"qwen3-small-q8_0","prompt":"` + strings.Repeat("x", 5000) + `"}`, 413, "larger than"},
+		{"/api/generate", `{"model":"qwen3-small-q8_0","prompt":"hi","format":"json"}`, 400, "format"},
+		{"/api/generate", `{"model":"qwen3-small-q8_0","prompt":"hi","context":[99999999]}`, 400, "vocabulary"},
+		{"/api/generate", `{"model":"all-minilm-l6-v2","prompt":"hi"}`, 400, "embedding model"},
+		{"/api/generate", `{"model":"qwen3-small-q8_0","prompt":"hi","keep_alive":"soon"}`, 400, "keep_alive"},
+		{"/api/chat", `{"model":"qwen3-small-q8_0","messages":[{"role":"wizard","content":"x"}]}`, 400, "role"},
+		{"/api/chat", `{"model":"qwen3-small-q8_0","messages":[{"role":"user","content":"x"}],"tools":[{}]}`, 400, "tools"},
+		{"/api/embed", `{"model":"qwen3-small-q8_0","input":"x"}`, 400, "embeddings"},
+		{"/api/embed", `{"model":"all-minilm-l6-v2","input":[1,2]}`, 400, "input"},
+		{"/api/embed", `{"model":"all-minilm-l6-v2","input":"x","truncate":false,"dimensions":-3}`, 400, "dimensions"},
+		{"/api/show", `{"model":"nope"}`, 404, "not found"},
+		{"/v1/chat/completions", `{"model":"qwen3-small-q8_0","messages":[{"role":"user","content":"x"}],"temperature":5}`, 400, "temperature"},
+		{"/v1/chat/completions", `{"model":"qwen3-small-q8_0","messages":[]}`, 400, "messages"},
+		{"/v1/chat/completions", `{"model":"qwen3-small-q8_0","messages":[{"role":"user","content":"x"}],"n":3}`, 400, "n 3"},
+		{"/v1/completions", `{"model":"qwen3-small-q8_0","prompt":"x","max_tokens":0}`, 400, "max_tokens"},
+		{"/v1/embeddings", `{"model":"all-minilm-l6-v2","input":"x","encoding_format":"hex"}`, 400, "encoding_format"},
+		{"/v1/embeddings", `{"model":"nope","input":"x"}`, 404, "not found"},
+		{"/api/nothing", `{}`, 404, "no such endpoint"},
+	}
+	for _, c := range cases {
+		code, b := post(t, url+c.path, c.body)
+		if code != c.status || !strings.Contains(string(b), c.msg) {
+			t.Errorf("%s %.60s: %d %s, want %d with %q", c.path, c.body, code, b, c.status, c.msg)
+		}
+		if strings.HasPrefix(c.path, "/v1/") && !strings.Contains(string(b), `"error":{`) {
+			t.Errorf("%s: OpenAI error shape expected, got %s", c.path, b)
+		}
+	}
+	code, b := post(t, url+"/api/generate", `{"model":"qwen3-small-q8_0","prompt":"hi","raw":true,"stream":false,"options":{"num_predict":3}}`)
+	if code != 200 {
+		t.Fatalf("after the errors: %d %s", code, b)
+	}
+}
+
+// TestModelTooLarge: a model whose cache cannot fit is refused with the
+// fit-mode figures, and the server goes on.
+func TestModelTooLarge(t *testing.T) {
+	// As if the machine had 4 MiB free: the weights (2.5 MiB) fit, not
+	// with a cache of 1M tokens.
+	old := availableMemory
+	availableMemory = func() (uint64, bool) { return 4 << 20, true }
+	defer func() { availableMemory = old }()
+	_, url := newTestServer(t, Config{Parallel: 16, Context: 1 << 16}, modelPath(t, "qwen3-small-q8_0"))
+	code, b := post(t, url+"/api/generate", `{"model":"qwen3-small-q8_0","prompt":"hi"}`)
+	if code != http.StatusInsufficientStorage || !strings.Contains(string(b), "does not fit in memory") || !strings.Contains(string(b), "cache") {
+		t.Fatalf("%d %s", code, b)
+	}
+	resp, err := http.Get(url + "/api/version")
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("after the refusal: %v", err)
+	}
+}
+
+// TestDisconnectFreesSlot: with one slot, a client that goes away
+// mid-stream leaves the slot to the next request.
+func TestDisconnectFreesSlot(t *testing.T) {
+	_, url := newTestServer(t, Config{Parallel: 1, Context: 2048}, modelPath(t, "qwen3-small-q8_0"))
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, "POST", url+"/api/generate", strings.NewReader(`{"model":"qwen3-small-q8_0","prompt":"x","raw":true,"options":{"num_predict":2000}}`))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bufio.NewReader(resp.Body).ReadString('\n') // the first token came
+	cancel()
+	resp.Body.Close()
+	done := make(chan int, 1)
+	go func() {
+		code, _ := post(t, url+"/api/generate", `{"model":"qwen3-small-q8_0","prompt":"y","raw":true,"stream":false,"options":{"num_predict":2}}`)
+		done <- code
+	}()
+	select {
+	case code := <-done:
+		if code != 200 {
+			t.Fatalf("next request: %d", code)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the slot was not freed: the next request still waits")
+	}
+}
