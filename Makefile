@@ -16,7 +16,7 @@ export CARGO_TERM_COLOR ?= never
 # whenever the library changes. Evaluated when each recipe runs.
 GO_ENV = CGO_CFLAGS="-g -O2 -DGGML_RS_LIB_ID=$$(sha1sum $(CURDIR)/$(LIB) | cut -c1-16)"
 
-.PHONY: all build run demo runner fetch-minilm test test-rust test-c test-go check-header check-symbols twin-ggml header bindings deps clean bench bench-ops bench-load \
+.PHONY: all build run demo runner fetch-minilm test test-rust test-c test-go test-clients check-header check-symbols twin-ggml header bindings deps clean bench bench-ops bench-load \
 	parity parity-golden quant-parity llama-ref models vocabs
 
 all: build
@@ -94,7 +94,7 @@ $(MINILM_GGUF): $(MINILM_DIR)/model.safetensors go/model/bert/convert.go go/gguf
 
 # --- tests ---------------------------------------------------------------------
 
-test: build check-header check-symbols test-rust test-c test-go
+test: build check-header check-symbols test-rust test-c test-go test-clients
 
 test-rust: $(GGML_STAMP)
 	$(CARGO) test --release -p ggml-rs
@@ -114,6 +114,19 @@ test-go: build twin-ggml fetch-minilm $(MINILM_GGUF) $(SMALL_MODELS) $(OLLAMA_MO
 	cd go && $(GO_ENV) $(GO) vet ./... && GGML_RS_MODELS=$(CURDIR)/$(MODELS_DIR) GGML_RS_VOCABS=$(CURDIR)/$(VOCABS_DIR) \
 	  GGML_RS_MINILM=$(CURDIR)/$(MINILM_GGUF) \
 	  $(GO_ENV) $(GO) test -count=1 -p 1 -timeout 30m ./...
+
+# `ggml-rs serve` against the real clients: the PyPI packages ollama and
+# openai (tests/clients/requirements.txt, every package pinned) in a venv.
+CLIENTS_ENV := .cache/py-clients
+CLIENTS_STAMP := $(CLIENTS_ENV)/.ggml-rs-stamp
+
+$(CLIENTS_STAMP): tests/clients/requirements.txt | deps
+	python3 -m venv $(CLIENTS_ENV)
+	$(CLIENTS_ENV)/bin/pip install -q -r tests/clients/requirements.txt
+	cp tests/clients/requirements.txt $@
+
+test-clients: runner $(CLIENTS_STAMP) $(MINILM_GGUF) $(MODELS_DIR)/qwen3-small-q8_0.gguf
+	$(CLIENTS_ENV)/bin/python tests/clients/test_clients.py $(RUNNER) $(MODELS_DIR)/qwen3-small-q8_0.gguf $(MINILM_GGUF)
 
 check-header:
 	$(CARGO) run -q --release -p gen-header -- --check

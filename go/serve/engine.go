@@ -207,7 +207,7 @@ func (e *engine) begin(i int, r *genRequest) {
 	sl.held = append(sl.held[:0], r.prompt[:keep]...)
 	now := time.Now()
 	s := &sequence{req: r, pending: r.prompt[keep:], sampler: sample.New(r.sampling),
-		detok: newDetok(e.tok, r.prompt), stop: stopper{stops: r.stops}, admitted: now}
+		detok: decoder.NewTextStream(e.tok, r.prompt), stop: stopper{stops: r.stops}, admitted: now}
 	s.sampler.Accept(r.prompt...)
 	s.stats.PromptTokens = len(r.prompt)
 	s.stats.CachedTokens = keep
@@ -314,7 +314,7 @@ func (e *engine) sample(s *sequence, logits []float32, held int) bool {
 	}
 	s.stats.Generated++
 	s.tokens = append(s.tokens, tok)
-	text, stopped := s.stop.push(s.detok.add(tok))
+	text, stopped := s.stop.push(s.detok.Add(tok))
 	if text != "" {
 		s.send(event{text: text})
 	}

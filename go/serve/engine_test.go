@@ -87,10 +87,10 @@ func alone(t *testing.T, m *decoder.Model, prompt []int32, n int) (toks []int32,
 }
 
 // noEOG lets every token through (the random models emit anything).
-type noEOG struct{ textDecoder }
+type noEOG struct{ decoder.TextDecoder }
 
 func (noEOG) Encode(string, bool) []int32 { return nil }
-func (noEOG) IsEOG(int32) bool           { return false }
+func (noEOG) IsEOG(int32) bool            { return false }
 
 type byteDecoder struct{}
 

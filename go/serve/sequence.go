@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"ggmlrs/model/decoder"
 	"ggmlrs/sample"
 )
 
@@ -62,7 +63,7 @@ type sequence struct {
 	next     int32   // the last sampled token, to compute next (decoding)
 	decoding bool
 	sampler  *sample.Sampler
-	detok    *detok
+	detok    *decoder.TextStream
 	stop     stopper
 	cut      bool // a stop sequence ended the text
 	stats    genStats
@@ -84,7 +85,7 @@ func (s *sequence) send(e event) {
 // finish ends the sequence with a reason or an error.
 func (s *sequence) finish(reason string, err error) {
 	if err == nil && !s.cut {
-		tail, stopped := s.stop.push(s.detok.flush())
+		tail, stopped := s.stop.push(s.detok.Flush())
 		if !stopped {
 			tail += s.stop.flush()
 		}

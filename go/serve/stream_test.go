@@ -66,15 +66,15 @@ func TestDetok(t *testing.T) {
 				for len(gen) < 30 {
 					gen = append(gen, int32(rng.Intn(m.Vocab)))
 				}
-				d := newDetok(tok, prompt)
+				d := decoder.NewTextStream(tok, prompt)
 				var got strings.Builder
 				for _, id := range gen {
-					got.WriteString(d.add(id))
+					got.WriteString(d.Add(id))
 				}
-				got.WriteString(d.flush())
+				got.WriteString(d.Flush())
 				base := tok.Decode(prompt)
 				full := tok.Decode(append(append([]int32(nil), prompt...), gen...))
-				if want := validUTF8(strings.TrimPrefix(full, base)); got.String() != want && strings.HasPrefix(full, base) {
+				if want := decoder.ValidUTF8(strings.TrimPrefix(full, base)); got.String() != want && strings.HasPrefix(full, base) {
 					t.Fatalf("trial %d: streamed %q, want %q", trial, got.String(), want)
 				}
 			}

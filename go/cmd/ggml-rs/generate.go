@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"unicode/utf8"
 
 	"ggmlrs/ml/backend"
 	"ggmlrs/ml/nn"
@@ -161,17 +160,10 @@ func runGenerate(args []string) error {
 
 	out := os.Stdout
 	fmt.Fprint(out, *prompt)
-	base := tok.Decode(ids)
-	all := append([]int32(nil), ids...)
-	printed := len(base)
+	text := decoder.NewTextStream(tok, ids)
 	smp := sample.New(sopts)
 	emit := func(id int32) bool {
-		all = append(all, id)
-		text := tok.Decode(all)
-		if len(text) > printed && utf8.ValidString(text[printed:]) && !strings.HasSuffix(text, "\uFFFD") {
-			fmt.Fprint(out, text[printed:])
-			printed = len(text)
-		}
+		fmt.Fprint(out, text.Add(id))
 		return true
 	}
 	gopts := decoder.GenerateOptions{MaxTokens: *n, Batch: *df.batch, Sampler: smp, IsEOG: tok.IsEOG}
@@ -184,7 +176,7 @@ func runGenerate(args []string) error {
 	} else {
 		st, err = m.Generate(cache, ids, gopts, emit)
 	}
-	fmt.Fprintln(out)
+	fmt.Fprintln(out, text.Flush())
 	if err != nil {
 		return err
 	}

@@ -1,54 +1,55 @@
-package serve
+package decoder
 
 import (
 	"strings"
 	"unicode/utf8"
 )
 
-// decoder is what streaming text needs of a tokenizer.
-type textDecoder interface {
+// TextDecoder is what streaming text needs of a tokenizer.
+type TextDecoder interface {
 	Decode(ids []int32) string
 }
 
-// detok turns generated tokens into text as they come, without decoding
+// TextStream turns generated tokens into text as they come, without decoding
 // the whole generation at every token: the text of a few tokens before
 // (context) is decoded with the new ones and cut off, so that a piece's
 // leading space and multi-byte characters split across tokens come out
 // as the whole text would have them. A piece that ends inside a UTF-8
 // character is held back until the character completes (or a few tokens
 // pass).
-type detok struct {
-	dec  textDecoder
+type TextStream struct {
+	dec  TextDecoder
 	ctx  []int32 // tokens already turned into text, the last few
 	base string  // their text
 	pend []int32 // tokens not yet turned into text
 }
 
 const (
-	detokContext = 4 // tokens of context decoded with new ones
-	detokHold    = 8 // tokens held back at most for an incomplete character
+	streamContext = 4 // tokens of context decoded with new ones
+	streamHold    = 8 // tokens held back at most for an incomplete character
 )
 
-func newDetok(dec textDecoder, prompt []int32) *detok {
-	d := &detok{dec: dec}
+// NewTextStream starts a stream of the text generated after prompt.
+func NewTextStream(dec TextDecoder, prompt []int32) *TextStream {
+	d := &TextStream{dec: dec}
 	d.setContext(prompt)
 	return d
 }
 
-func (d *detok) setContext(ids []int32) {
-	if len(ids) > detokContext {
-		ids = ids[len(ids)-detokContext:]
+func (d *TextStream) setContext(ids []int32) {
+	if len(ids) > streamContext {
+		ids = ids[len(ids)-streamContext:]
 	}
 	d.ctx = append(d.ctx[:0], ids...)
 	d.base = d.dec.Decode(d.ctx)
 }
 
-// add takes a generated token and returns the text it completes ("" while
+// Add takes a generated token and returns the text it completes ("" while
 // a character is incomplete).
-func (d *detok) add(id int32) string {
+func (d *TextStream) Add(id int32) string {
 	d.pend = append(d.pend, id)
 	s := d.text()
-	if len(d.pend) < detokHold && (incompleteTail(s) || strings.HasSuffix(s, "\uFFFD")) {
+	if len(d.pend) < streamHold && (incompleteTail(s) || strings.HasSuffix(s, "\uFFFD")) {
 		return ""
 	}
 	return d.commit(s)
@@ -65,10 +66,10 @@ func incompleteTail(s string) bool {
 	return false
 }
 
-// validUTF8 replaces each byte that is not part of a valid UTF-8
+// ValidUTF8 replaces each byte that is not part of a valid UTF-8
 // character with U+FFFD, as JSON encoding would: the text streamed and
 // matched against stop sequences is the text the client reads.
-func validUTF8(s string) string {
+func ValidUTF8(s string) string {
 	if utf8.ValidString(s) {
 		return s
 	}
@@ -85,15 +86,15 @@ func validUTF8(s string) string {
 	return b.String()
 }
 
-// flush returns the text of the tokens held back.
-func (d *detok) flush() string {
+// Flush returns the text of the tokens held back.
+func (d *TextStream) Flush() string {
 	if len(d.pend) == 0 {
 		return ""
 	}
 	return d.commit(d.text())
 }
 
-func (d *detok) text() string {
+func (d *TextStream) text() string {
 	all := make([]int32, 0, len(d.ctx)+len(d.pend))
 	all = append(append(all, d.ctx...), d.pend...)
 	full := d.dec.Decode(all)
@@ -105,9 +106,9 @@ func (d *detok) text() string {
 	return d.dec.Decode(d.pend)
 }
 
-func (d *detok) commit(s string) string {
+func (d *TextStream) commit(s string) string {
 	all := append(append([]int32(nil), d.ctx...), d.pend...)
 	d.pend = d.pend[:0]
 	d.setContext(all)
-	return validUTF8(s)
+	return ValidUTF8(s)
 }

@@ -1,0 +1,180 @@
+"""The server tested with the clients people use: the PyPI packages ollama
+and openai (pinned in requirements.txt), against `ggml-rs serve` on a
+loopback port.
+
+    python test_clients.py RUNNER DECODER.gguf EMBEDDER.gguf
+
+Differential checks: greedy text through each API equals `ggml-rs generate
+-temp 0` on the same model (the runner alone); embeddings through each API
+equal `ggml-rs embed -json`; streamed text equals the non-streamed reply.
+Exit status 1 with the failed check's message on any failure.
+"""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import ollama
+import openai
+
+RUNNER, DECODER, EMBEDDER = sys.argv[1:4]
+DEC = os.path.basename(DECODER)[: -len(".gguf")]
+EMB = os.path.basename(EMBEDDER)[: -len(".gguf")]
+PROMPT = "The quick brown fox"
+N = 24
+TEXTS = ["A man is playing a guitar.", "The cat sleeps on the sofa.", "Stock markets fell sharply today."]
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def check(cond, msg):
+    if not cond:
+        raise AssertionError(msg)
+
+
+def runner_greedy():
+    """`ggml-rs generate` alone: it prints the prompt, then the text."""
+    out = subprocess.run([RUNNER, "generate", "-temp", "0", "-n", str(N), "-ctx", "512", DECODER, "-p", PROMPT],
+                         capture_output=True, check=True).stdout.decode("utf-8", "replace")
+    check(out.startswith(PROMPT), f"generate printed {out[:40]!r}")
+    return out[len(PROMPT):].removesuffix("\n")
+
+
+def runner_embeddings():
+    out = subprocess.run([RUNNER, "embed", "-json", EMBEDDER, *TEXTS], capture_output=True, check=True).stdout
+    return [d["embedding"] for d in json.loads(out)["data"]]
+
+
+def close(a, b, tol=1e-6):
+    return len(a) == len(b) and all(abs(x - y) <= tol for x, y in zip(a, b))
+
+
+def main():
+    want_text = runner_greedy()
+    want_embs = runner_embeddings()
+    port = free_port()
+    host = f"http://127.0.0.1:{port}"
+    server = subprocess.Popen([RUNNER, "serve", "-addr", f"127.0.0.1:{port}", "-parallel", "4", "-ctx", "512", DECODER, EMBEDDER],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        for _ in range(300):
+            try:
+                urllib.request.urlopen(host + "/api/version", timeout=1)
+                break
+            except OSError:
+                if server.poll() is not None:
+                    raise AssertionError("the server exited: " + server.stderr.read().decode())
+                time.sleep(0.1)
+        run_checks(host, want_text, want_embs)
+    finally:
+        server.terminate()
+        try:
+            server.wait(10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+    check(server.returncode == 0, f"the server exited with {server.returncode} on SIGTERM")
+    print("clients: all checks passed")
+
+
+def run_checks(host, want_text, want_embs):
+    ol = ollama.Client(host=host)
+    oa = openai.OpenAI(base_url=host + "/v1", api_key="unused")
+    # repeat_penalty 1: Ollama's default (1.1) would penalise repeats; the runner does not.
+    greedy = {"temperature": 0, "num_predict": N, "repeat_penalty": 1}
+
+    # Listing.
+    names = sorted(m.model for m in ol.list().models)
+    check(names == sorted([DEC + ":latest", EMB + ":latest"]), f"ollama list: {names}")
+    show = ol.show(DEC)
+    check(show.details.family == "qwen3" and show.details.format == "gguf", f"ollama show: {show.details}")
+    check("completion" in show.capabilities, f"capabilities {show.capabilities}")
+    ids = sorted(m.id for m in oa.models.list().data)
+    check(ids == names, f"openai models: {ids}")
+    print("listing: ok")
+
+    # Generate: greedy raw text equals the runner's, streamed or not.
+    r = ol.generate(model=DEC, prompt=PROMPT, raw=True, options=greedy)
+    check(r.response == want_text, f"ollama generate {r.response!r}, runner {want_text!r}")
+    check(r.done and r.done_reason == "length" and r.eval_count == N and r.prompt_eval_count > 0, f"final fields: {r}")
+    check(r.total_duration and r.eval_duration and r.prompt_eval_duration, "durations missing")
+    parts = list(ol.generate(model=DEC, prompt=PROMPT, raw=True, options=greedy, stream=True))
+    check("".join(p.response for p in parts) == want_text, "streamed generate differs")
+    check(parts[-1].done and not any(p.done for p in parts[:-1]), "done only on the last part")
+    c = oa.completions.create(model=DEC, prompt=PROMPT, max_tokens=N, temperature=0)
+    check(c.choices[0].text == want_text and c.choices[0].finish_reason == "length", f"openai completion {c.choices[0]}")
+    check(c.usage.completion_tokens == N, f"usage {c.usage}")
+    s = "".join(ch.choices[0].text for ch in oa.completions.create(model=DEC, prompt=PROMPT, max_tokens=N, temperature=0, stream=True) if ch.choices)
+    check(s == want_text, "streamed openai completion differs")
+    print("generate: ok (greedy text equals ggml-rs generate's)")
+
+    # Chat: the same conversation through both APIs, streamed or not.
+    msgs = [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "Hello there"},
+            {"role": "assistant", "content": "Hi."}, {"role": "user", "content": "Tell me a story."}]
+    a = ol.chat(model=DEC, messages=msgs, options=greedy)
+    check(a.message.role == "assistant" and a.done and a.eval_count == N, f"ollama chat {a}")
+    b = "".join(p.message.content for p in ol.chat(model=DEC, messages=msgs, options=greedy, stream=True))
+    check(b == a.message.content, "streamed ollama chat differs")
+    o = oa.chat.completions.create(model=DEC, messages=msgs, max_tokens=N, temperature=0)
+    check(o.choices[0].message.content == a.message.content, f"openai chat {o.choices[0].message.content!r} vs ollama {a.message.content!r}")
+    check(o.usage.prompt_tokens == a.prompt_eval_count, f"prompt tokens {o.usage.prompt_tokens} vs {a.prompt_eval_count}")
+    stream = oa.chat.completions.create(model=DEC, messages=msgs, max_tokens=N, temperature=0, stream=True, stream_options={"include_usage": True})
+    text, usage, finish = "", None, None
+    for ch in stream:
+        if ch.usage:
+            usage = ch.usage
+        for choice in ch.choices:
+            text += choice.delta.content or ""
+            finish = choice.finish_reason or finish
+    check(text == a.message.content and finish == "length" and usage and usage.completion_tokens == N, "streamed openai chat differs")
+    # A seeded sample is reproducible.
+    s1 = ol.generate(model=DEC, prompt=PROMPT, options={"seed": 7, "temperature": 1, "num_predict": 16}).response
+    s2 = ol.generate(model=DEC, prompt=PROMPT, options={"seed": 7, "temperature": 1, "num_predict": 16}).response
+    check(s1 == s2, "seeded generations differ")
+    print("chat: ok (both APIs, streamed and not, the same text)")
+
+    # Embeddings equal ggml-rs embed's.
+    e = ol.embed(model=EMB, input=TEXTS)
+    check(all(close(x, y) for x, y in zip(e.embeddings, want_embs)) and len(e.embeddings) == len(TEXTS), "ollama embed differs from ggml-rs embed")
+    one = ol.embeddings(model=EMB, prompt=TEXTS[0])
+    check(close(one.embedding, want_embs[0]), "ollama embeddings (older API) differs")
+    v = oa.embeddings.create(model=EMB, input=TEXTS)  # base64 on the wire, as the client asks by default
+    check(all(close(d.embedding, w) for d, w in zip(v.data, want_embs)), "openai embeddings differ from ggml-rs embed")
+    f = oa.embeddings.create(model=EMB, input=TEXTS[1], encoding_format="float")
+    check(close(f.data[0].embedding, want_embs[1]), "openai float embeddings differ")
+    print("embeddings: ok (equal to ggml-rs embed's)")
+
+    # Errors reach the clients as their own exceptions.
+    try:
+        ol.generate(model="no-such-model", prompt="x")
+        check(False, "unknown model accepted")
+    except ollama.ResponseError as err:
+        check(err.status_code == 404 and "not found" in err.error, f"ollama error {err.status_code} {err.error}")
+    try:
+        oa.chat.completions.create(model=DEC, messages=msgs, temperature=9)
+        check(False, "temperature 9 accepted")
+    except openai.BadRequestError as err:
+        check("temperature" in str(err), f"openai error {err}")
+    try:
+        oa.embeddings.create(model=DEC, input="x")
+        check(False, "embeddings from a decoder accepted")
+    except openai.BadRequestError:
+        pass
+    ps = ol.ps()
+    check(sorted(m.model for m in ps.models) == names, f"ps {ps}")
+    print("errors and ps: ok")
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except AssertionError as e:
+        print("clients: FAILED:", e, file=sys.stderr)
+        sys.exit(1)
