@@ -1,5 +1,10 @@
 package jinja
 
+import (
+	"strconv"
+	"strings"
+)
+
 func init() {
 	toInt := func(e *evaluator, a *funcArgs) (Value, error) {
 		n, _ := asInt(a.args[0])
@@ -105,6 +110,8 @@ func init() {
 			s, p := a.args[0].(String), a.args[1].(String)
 			return Bool(len(s) >= len(p) && s[len(s)-len(p):] == p), nil
 		},
+		"int":   stringToInt,
+		"float": stringToFloat,
 		"split": splitFn(false), "rsplit": splitFn(true),
 		"replace": replaceFn,
 		"string":  func(e *evaluator, a *funcArgs) (Value, error) { return a.args[0], nil },
@@ -323,4 +330,54 @@ func minMax(op string) builtin {
 		}
 		return best, nil
 	}
+}
+
+// stringToInt is C++'s std::stoi in base 10 (or the base kwarg): leading
+// whitespace and a sign, then digits up to the first non-digit; the
+// default (0) when there are none or the number overflows an int.
+func stringToInt(e *evaluator, a *funcArgs) (Value, error) {
+	def := a.kwargOrPos("default", 1)
+	base := int64(10)
+	if b := a.kwargOrPos("base", 2); !isUndefined(b) {
+		base, _ = asInt(b)
+	}
+	if base != 10 {
+		return nil, errorf("NotImplemented: int() with a base other than 10")
+	}
+	s := strings.TrimLeft(string(a.args[0].(String)), " \t\n\v\f\r")
+	i := 0
+	if i < len(s) && (s[i] == '+' || s[i] == '-') {
+		i++
+	}
+	j := i
+	for j < len(s) && isDigit(s[j]) {
+		j++
+	}
+	if j > i {
+		if n, err := strconv.ParseInt(s[:j], 10, 32); err == nil {
+			return Int(n), nil
+		}
+	}
+	if isUndefined(def) {
+		return Int(0), nil
+	}
+	n, _ := asInt(def)
+	return Int(n), nil
+}
+
+// stringToFloat is std::stod: the longest leading number, else the
+// default (0.0).
+func stringToFloat(e *evaluator, a *funcArgs) (Value, error) {
+	s := strings.TrimLeft(string(a.args[0].(String)), " \t\n\v\f\r")
+	for j := len(s); j > 0; j-- {
+		if f, err := strconv.ParseFloat(s[:j], 64); err == nil {
+			return Float(f), nil
+		}
+	}
+	def := a.kwargOrPos("default", 1)
+	if isUndefined(def) {
+		return Float(0), nil
+	}
+	f, _ := asFloat(def)
+	return Float(f), nil
 }
