@@ -17,7 +17,7 @@ export CARGO_TERM_COLOR ?= never
 GO_ENV = CGO_CFLAGS="-g -O2 -DGGML_RS_LIB_ID=$$(sha1sum $(CURDIR)/$(LIB) | cut -c1-16)"
 
 .PHONY: all build run demo runner fetch-minilm test test-rust test-c test-go test-clients check-header check-symbols twin-ggml header bindings deps clean bench bench-ops bench-load \
-	parity parity-golden quant-parity llama-ref models vocabs
+	parity parity-golden quant-parity llama-ref models vocabs chat-golden
 
 all: build
 
@@ -175,7 +175,7 @@ SPEC_ARGS ?= -n 256 -p 32 --draft 3 --rounds 3
 $(LLAMA_STAMP): scripts/fetch-llama.sh scripts/fetch-ggml/Cargo.lock $(wildcard scripts/patches/*.sh) $(wildcard scripts/llama-patches/*.sh)
 	scripts/fetch-llama.sh
 
-$(LLAMA_REF): $(LLAMA_STAMP) tools/llama-ref/CMakeLists.txt tools/llama-ref/main.cpp | deps
+$(LLAMA_REF): $(LLAMA_STAMP) tools/llama-ref/CMakeLists.txt tools/llama-ref/main.cpp tools/llama-ref/chat.cpp | deps
 	cmake -S tools/llama-ref -B .cache/llama-build -G Ninja -DCMAKE_BUILD_TYPE=Release -DLLAMA_SRC=$(CURDIR)/.cache/llama.cpp >/dev/null
 	ninja -C .cache/llama-build llama-ref
 
@@ -212,10 +212,18 @@ $(GPT2_VOCABS) &:
 vocabs: $(GPT2_VOCABS)
 
 # Rewrites tests/golden/ref_*.json and tokens_*.json from the reference
-# (commit them).
-parity-golden: $(LLAMA_REF) models vocabs
+# (commit them), and the chat-template renderings.
+parity-golden: $(LLAMA_REF) models vocabs chat-golden
 	python3 scripts/parity.py golden
 	python3 scripts/parity.py tokens-golden
+
+# go/chat/testdata/golden: llama.cpp's renderings of the chat templates in
+# go/chat/testdata/templates over go/chat/testdata/conversations.json
+# (llama-ref chat under faketime, for a fixed date; commit them). The Go
+# test (go/chat/golden_test.go, run by make test) compares ours with them.
+chat-golden: $(LLAMA_REF)
+	command -v faketime >/dev/null || (apt-get update -qq && apt-get install -y -qq faketime)
+	python3 scripts/chat-golden.py $(LLAMA_REF)
 
 # The reference again against the golden files (logits and tokens), and ours
 # (go/bin/ggml-rs logits and tokenize) with the Go tests' tolerances.

@@ -91,6 +91,9 @@
 //       newlines and invalid UTF-8 pass); JSON {"model","n_vocab","add_bos",
 //       "add_eos","results":[{"plain":[...],"special":[...]}, ...]}, or
 //       {"error":"..."} for a text llama_tokenize threw on.
+//   llama-ref chat [-bos S] [-eos S] TEMPLATE_FILE CONVERSATIONS_JSON
+//       Chat templates rendered by llama.cpp's common/chat.cpp as
+//       llama-server renders a request; see chat.cpp.
 //
 // TOKEN arguments may also be comma-separated lists.
 #include "llama.h"
@@ -138,7 +141,8 @@ void usage() {
             "       llama-ref spec [-p 32] [-n 256] [-draft 3] [-oracle RATE] [-r 3] [-t N] [-fa on|off|auto] MODEL\n"
             "       llama-ref tokenize [-special] MODEL TEXT\n"
             "       llama-ref quantize [-t N] [-pure] [-output-type T] [-token-embedding-type T] FTYPE IN OUT\n"
-            "       llama-ref tokenize -batch FILE MODEL\n");
+            "       llama-ref tokenize -batch FILE MODEL\n"
+            "       llama-ref chat [-bos S] [-eos S] TEMPLATE_FILE CONVERSATIONS_JSON\n");
     exit(2);
 }
 
@@ -948,8 +952,11 @@ int cmd_quantize(int argc, char ** argv) {
 
 }  // namespace
 
+int cmd_chat(int argc, char ** argv);  // chat.cpp
+
 int main(int argc, char ** argv) {
     if (argc > 1 && std::string(argv[1]) == "quantize") return cmd_quantize(argc, argv);
+    if (argc > 1 && std::string(argv[1]) == "chat") return cmd_chat(argc, argv);
     Opts o = parse(argc, argv);
     if (!o.verbose) llama_log_set(quiet_log, nullptr);
     llama_backend_init();
