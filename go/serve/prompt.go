@@ -1,7 +1,11 @@
 package serve
 
 import (
+	"fmt"
+
+	"ggmlrs/chat"
 	"ggmlrs/fs"
+	"ggmlrs/model/decoder"
 )
 
 // message is one turn of a conversation.
@@ -11,35 +15,65 @@ type message struct {
 }
 
 // promptMaker turns a conversation into a model's prompt text with the
-// model's chat template (tokenizer.chat_template) or, without one, the
-// fallback (prompt_chat.go).
+// model's chat template (tokenizer.chat_template, rendered as llama.cpp
+// renders it: package chat) or, for a model without one, ChatML (llama.cpp's
+// fallback).
 type promptMaker struct {
-	r        renderer
-	bos, eos string
+	t              *chat.Template
+	bos, eos       string
+	addBOS, addEOS bool // the tokenizer adds them (so a template's own are cut)
 }
 
-// renderer renders a conversation; think is nil when the client did not
-// say.
-type renderer interface {
-	render(msgs []message, addGenerationPrompt bool, bos, eos string, think *bool) (string, error)
-}
-
-func newPromptMaker(f *modelFile, c fs.Config) (*promptMaker, error) {
-	tokens := c.Strings("tokenizer.ggml.tokens")
-	token := func(key string) string {
-		if v, ok := c.Value(key).(uint32); ok && int(v) < len(tokens) {
-			return tokens[v]
-		}
-		return ""
+// newPromptMaker makes the prompts of a model, with its own template or
+// override.
+func newPromptMaker(f *modelFile, override string, c fs.Config, tok decoder.Tokenizer) (*promptMaker, error) {
+	src := f.template
+	if override != "" {
+		src = override
 	}
-	r, err := newRenderer(f.template)
+	t, err := chat.Parse(src)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("chat template: %w", err)
 	}
-	return &promptMaker{r: r, bos: token("tokenizer.ggml.bos_token_id"), eos: token("tokenizer.ggml.eos_token_id")}, nil
+	tokens := c.Strings("tokenizer.ggml.tokens")
+	id := func(key string) int32 {
+		if v, ok := c.Value(key).(uint32); ok && int(v) < len(tokens) {
+			return int32(v)
+		}
+		return -1
+	}
+	p := &promptMaker{t: t}
+	bos, eos := id("tokenizer.ggml.bos_token_id"), id("tokenizer.ggml.eos_token_id")
+	if bos >= 0 {
+		p.bos = tokens[bos]
+	}
+	if eos >= 0 {
+		p.eos = tokens[eos]
+	}
+	// What the tokenizer adds to a text on its own.
+	empty := tok.Encode("", true)
+	p.addBOS = bos >= 0 && len(empty) > 0 && empty[0] == bos
+	p.addEOS = eos >= 0 && len(empty) > 0 && empty[len(empty)-1] == eos
+	return p, nil
 }
 
-// chat renders a conversation ending with the generation prompt.
+// chat renders a conversation for the model to answer. A conversation
+// that ends with an assistant message is continued from it (as
+// llama-server's assistant prefill): the turns before it are rendered
+// with the generation prompt, and its text follows.
 func (p *promptMaker) chat(msgs []message, think *bool) (string, error) {
-	return p.r.render(msgs, true, p.bos, p.eos, think)
+	prefill := ""
+	if n := len(msgs); n > 1 && msgs[n-1].Role == "assistant" {
+		prefill, msgs = msgs[n-1].Content, msgs[:n-1]
+	}
+	cm := make([]chat.Message, len(msgs))
+	for i, m := range msgs {
+		cm[i] = chat.Message{Role: m.Role, Content: m.Content}
+	}
+	text, err := p.t.Render(cm, chat.Options{AddGenerationPrompt: true, BOS: p.bos, EOS: p.eos,
+		AddBOS: p.addBOS, AddEOS: p.addEOS, EnableThinking: think})
+	if err != nil {
+		return "", err
+	}
+	return text + prefill, nil
 }

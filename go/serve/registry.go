@@ -338,7 +338,7 @@ func (l *loaded) open(cfg Config) (err error) {
 		if err != nil {
 			return fail(err)
 		}
-		pm, err := newPromptMaker(l.file, b.Config())
+		pm, err := newPromptMaker(l.file, cfg.ChatTemplate, b.Config(), tok)
 		if err != nil {
 			return fail(err)
 		}

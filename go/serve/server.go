@@ -23,6 +23,9 @@ type Config struct {
 	MaxQueue  int           // requests waiting for a slot per model, at most
 	KeepAlive time.Duration // how long an idle model stays loaded (negative: forever)
 	MaxBody   int64         // request body bytes, at most
+	// ChatTemplate, when set, is the chat template (Jinja) of every
+	// decoder model instead of its own tokenizer.chat_template.
+	ChatTemplate string
 	// Open opens a model file (with alloc, its weights loaded; without,
 	// in fit mode: sizes only).
 	Open    func(path string, alloc bool) (*backend.Backend, error)

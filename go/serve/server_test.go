@@ -250,3 +250,85 @@ func TestDisconnectFreesSlot(t *testing.T) {
 		t.Fatal("the slot was not freed: the next request still waits")
 	}
 }
+
+// TestChatTemplates: /api/chat and /v1/chat/completions prompt the model
+// with llama.cpp's rendering of the conversation (go/chat's golden files,
+// made by llama.cpp): the same greedy text and prompt length as that
+// rendering sent raw, for real templates and the ChatML fallback.
+func TestChatTemplates(t *testing.T) {
+	var convs struct {
+		Conversations []struct {
+			Name     string
+			Messages []message
+		}
+	}
+	b, err := os.ReadFile("../chat/testdata/conversations.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	json.Unmarshal(b, &convs)
+	for _, tmpl := range []string{"Qwen-Qwen3-0.6B", "Qwen3.5-4B", "Qwen-Qwen2.5-7B-Instruct", "chatml"} {
+		t.Run(tmpl, func(t *testing.T) {
+			src := ""
+			if tmpl != "chatml" {
+				s, err := os.ReadFile("../chat/testdata/templates/" + tmpl + ".jinja")
+				if err != nil {
+					t.Fatal(err)
+				}
+				src = string(s)
+			}
+			var golden struct {
+				Results []struct{ Name, Prompt string }
+			}
+			g, err := os.ReadFile("../chat/testdata/golden/" + tmpl + ".json")
+			if err != nil {
+				t.Fatal(err)
+			}
+			json.Unmarshal(g, &golden)
+			_, url := newTestServer(t, Config{Parallel: 2, Context: 512, ChatTemplate: src}, modelPath(t, "qwen3-small-q8_0"))
+			tested := 0
+			for _, c := range convs.Conversations {
+				if c.Name != "system-user" && c.Name != "multi-turn-system" && c.Name != "unicode" && c.Name != "multi-turn" {
+					continue
+				}
+				want := ""
+				for _, r := range golden.Results {
+					if r.Name == c.Name {
+						want = r.Prompt
+					}
+				}
+				msgs, _ := json.Marshal(c.Messages)
+				opts := `"options":{"temperature":0,"num_predict":8}`
+				code, b := post(t, url+"/api/chat", fmt.Sprintf(`{"model":"qwen3-small-q8_0","messages":%s,"stream":false,%s}`, msgs, opts))
+				var chat struct {
+					Message         message
+					PromptEvalCount int `json:"prompt_eval_count"`
+				}
+				if code != 200 || json.Unmarshal(b, &chat) != nil {
+					t.Fatalf("%s: %d %s", c.Name, code, b)
+				}
+				wantJSON, _ := json.Marshal(want)
+				code, b = post(t, url+"/api/generate", fmt.Sprintf(`{"model":"qwen3-small-q8_0","prompt":%s,"raw":true,"stream":false,%s}`, wantJSON, opts))
+				var gen struct {
+					Response        string
+					PromptEvalCount int `json:"prompt_eval_count"`
+				}
+				if code != 200 || json.Unmarshal(b, &gen) != nil {
+					t.Fatalf("%s raw: %d %s", c.Name, code, b)
+				}
+				if chat.Message.Content != gen.Response || chat.PromptEvalCount != gen.PromptEvalCount {
+					t.Fatalf("%s: chat %q from %d prompt tokens, llama.cpp's rendering sent raw %q from %d",
+						c.Name, chat.Message.Content, chat.PromptEvalCount, gen.Response, gen.PromptEvalCount)
+				}
+				code, b = post(t, url+"/v1/chat/completions", fmt.Sprintf(`{"model":"qwen3-small-q8_0","messages":%s,"max_tokens":8,"temperature":0}`, msgs))
+				if code != 200 || !strings.Contains(string(b), fmt.Sprintf(`"prompt_tokens":%d`, gen.PromptEvalCount)) {
+					t.Fatalf("%s openai: %d %s", c.Name, code, b)
+				}
+				tested++
+			}
+			if tested != 4 {
+				t.Fatalf("%d conversations tested", tested)
+			}
+		})
+	}
+}

@@ -31,6 +31,7 @@ func runServe(args []string) error {
 	keepAlive := fs.Duration("keep-alive", 5*time.Minute, "how long an idle model stays loaded (negative: forever)")
 	maxQueue := fs.Int("max-queue", 512, "requests waiting for a free sequence, per model, at most (then 503)")
 	maxBody := fs.Int64("max-body", 32<<20, "request body size limit in bytes")
+	templateFile := fs.String("chat-template", "", "a file holding the chat template (Jinja) to use for every model instead of its own")
 	preload := fs.Bool("preload", true, "load the model files named on the command line at start (directories' models load on first use)")
 	mf := addModelFlags(fs)
 	pos, err := parse(fs, args)
@@ -43,12 +44,21 @@ func runServe(args []string) error {
 	if err := mf.check(); err != nil {
 		return err
 	}
+	var template string
+	if *templateFile != "" {
+		b, err := os.ReadFile(*templateFile)
+		if err != nil {
+			return fmt.Errorf("-chat-template: %w", err)
+		}
+		template = string(b)
+	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	srv, err := serve.New(serve.Config{
 		Parallel: *parallel, Context: *ctxSize, Batch: *batch, MaxQueue: *maxQueue, KeepAlive: *keepAlive, MaxBody: *maxBody,
-		Open:    func(path string, alloc bool) (*backend.Backend, error) { return openModel(path, mf, alloc) },
-		Log:     log,
-		Version: version,
+		Open:         func(path string, alloc bool) (*backend.Backend, error) { return openModel(path, mf, alloc) },
+		ChatTemplate: template,
+		Log:          log,
+		Version:      version,
 	}, pos)
 	if err != nil {
 		return err
