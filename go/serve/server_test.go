@@ -332,3 +332,41 @@ func TestChatTemplates(t *testing.T) {
 		})
 	}
 }
+
+// TestKeepAlive: a model loads on first use, a request's keep_alive 0
+// unloads it when the request ends, and an empty prompt loads it again.
+func TestKeepAlive(t *testing.T) {
+	_, url := newTestServer(t, Config{Parallel: 1, Context: 64, KeepAlive: time.Hour}, modelPath(t, "qwen3-small-q8_0"))
+	running := func() int {
+		resp, err := http.Get(url + "/api/ps")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var ps struct{ Models []map[string]any }
+		json.NewDecoder(resp.Body).Decode(&ps)
+		return len(ps.Models)
+	}
+	if n := running(); n != 0 {
+		t.Fatalf("%d models loaded before any request", n)
+	}
+	code, b := post(t, url+"/api/generate", `{"model":"qwen3-small-q8_0","prompt":"hi","stream":false,"keep_alive":0,"options":{"num_predict":2}}`)
+	if code != 200 {
+		t.Fatalf("%d %s", code, b)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for running() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("keep_alive 0: the model is still loaded")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	code, b = post(t, url+"/api/generate", `{"model":"qwen3-small-q8_0"}`)
+	if code != 200 || !strings.Contains(string(b), `"done_reason":"load"`) || running() != 1 {
+		t.Fatalf("load: %d %s", code, b)
+	}
+	code, b = post(t, url+"/api/generate", `{"model":"qwen3-small-q8_0","keep_alive":0}`)
+	if code != 200 || !strings.Contains(string(b), `"done_reason":"unload"`) || running() != 0 {
+		t.Fatalf("unload: %d %s", code, b)
+	}
+}
