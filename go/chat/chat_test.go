@@ -116,7 +116,10 @@ func TestHostileTemplatesAreBounded(t *testing.T) {
 			if !errors.As(err, &je) {
 				t.Fatalf("want a *jinja.Error, got %v", err)
 			}
-			if d := time.Since(start); d > 5*time.Second {
+			// About a second of CPU at most here (300k steps); the bound is
+			// wall time on a shared CI machine, so it is wide: what it
+			// catches is a limit that does not stop the work at all.
+			if d := time.Since(start); d > 60*time.Second {
 				t.Fatalf("took %v", d)
 			}
 		})
