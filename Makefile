@@ -17,7 +17,8 @@ export CARGO_TERM_COLOR ?= never
 GO_ENV = CGO_CFLAGS="-g -O2 -DGGML_RS_LIB_ID=$$(sha1sum $(CURDIR)/$(LIB) | cut -c1-16)"
 
 .PHONY: all build run demo runner fetch-minilm test test-rust test-c test-go test-clients check-header check-symbols twin-ggml header bindings deps clean bench bench-ops bench-load \
-	parity parity-golden quant-parity llama-ref models vocabs chat-golden
+	parity parity-golden quant-parity llama-ref models vocabs chat-golden \
+	vulkan-deps vulkan-build test-vulkan test-vulkan-parity llama-ref-vulkan parity-golden-vulkan
 
 all: build
 
@@ -44,6 +45,67 @@ deps:
 build: deps $(GGML_STAMP)
 	$(CARGO) build --release --lib
 	scripts/private-ggml.sh target/release target/static
+
+# --- Vulkan ------------------------------------------------------------------
+# A second build of the library with ggml's Vulkan backend, tested on
+# Mesa's software Vulkan device (lavapipe/llvmpipe) when the machine has no
+# GPU (docs/design.md, "Vulkan"). The default (CPU) build above is not
+# touched. ggml's shader build is slow, so this build lives outside the
+# clone, in a folder keyed by everything that changes ggml's build (the
+# pinned package, our patches, the build script, the CMake wrapper, the
+# headers' version); cargo rebuilds only our crate there when its sources
+# change. `make vulkan-build` leaves target/vulkan pointing at it.
+VK_CACHE ?= $(HOME)/.cache/ggml-rs
+VK_HEADERS := $(VK_CACHE)/vulkan-headers-trixie
+VK_KEY = $(shell cat scripts/fetch-ggml/Cargo.lock scripts/patches/*.sh scripts/vulkan-headers.sh build.rs Cargo.toml cmake/ggml/* | sha1sum | cut -c1-16)
+VK_DIR = $(VK_CACHE)/vulkan-$(VK_KEY)
+VK_LIB := target/vulkan/libggml_rs.a
+# The library's hash for Go's cache, as GO_ENV does for the CPU build.
+VK_GO_ENV = CGO_CFLAGS="-g -O2 -DGGML_RS_LIB_ID=$$(sha1sum $(CURDIR)/$(VK_LIB) | cut -c1-16)"
+# ggml-vulkan hides CPU-type devices (llvmpipe) unless they are named.
+VK_VISIBLE ?= 0
+
+# What the Vulkan build and its device need (Debian package names): the
+# software driver, the loader and its link library, both shader compilers,
+# SPIR-V headers; newer Vulkan headers than bookworm's come from
+# scripts/vulkan-headers.sh.
+vulkan-deps: deps
+	@missing=""; \
+	command -v glslc >/dev/null || missing="$$missing glslc"; \
+	command -v glslangValidator >/dev/null || missing="$$missing glslang-tools"; \
+	ls /usr/share/vulkan/icd.d/lvp_icd*.json >/dev/null 2>&1 || missing="$$missing mesa-vulkan-drivers"; \
+	[ -f /usr/include/vulkan/vulkan.h ] && ls /usr/lib/*/libvulkan.so >/dev/null 2>&1 || missing="$$missing libvulkan-dev"; \
+	[ -f /usr/include/spirv/unified1/spirv.hpp ] || missing="$$missing spirv-headers"; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  (apt-get update -qq && apt-get install -y -qq $$missing) || { echo "could not install$$missing" >&2; exit 1; }; \
+	fi
+	scripts/vulkan-headers.sh $(VK_HEADERS) >/dev/null
+
+vulkan-build: vulkan-deps $(GGML_STAMP)
+	@echo "vulkan-build: $(VK_DIR)"
+	CARGO_TARGET_DIR=$(VK_DIR) GGML_RS_VULKAN_INCLUDE=$$(scripts/vulkan-headers.sh $(VK_HEADERS)) \
+	  $(CARGO) build --release --lib --features vulkan
+	scripts/private-ggml.sh $(VK_DIR)/release $(VK_DIR)/static
+	mkdir -p target && ln -sfn $(VK_DIR)/static target/vulkan
+
+# The Vulkan device under test: the Rust tests of tests/vulkan.rs, then the
+# Go tests built with -tags ggml_vulkan (device, placement and memory per
+# device with and without an RPC server, every architecture on the device).
+# The parity test against llama.cpp on Vulkan (tests/golden/vulkan) is
+# test-vulkan-parity, not yet in make test: on lavapipe, prompts of 32+
+# rows corrupted memory and crashed (docs/design.md, "Vulkan").
+VK_GO_PKGS := ./ml/backend ./model
+test-vulkan: vulkan-build $(SMALL_MODELS)
+	$(CARGO) build --release --bin ggml-rs-rpc-server
+	CARGO_TARGET_DIR=$(VK_DIR) GGML_RS_VULKAN_INCLUDE=$$(scripts/vulkan-headers.sh $(VK_HEADERS)) GGML_VK_VISIBLE_DEVICES=$(VK_VISIBLE) \
+	  $(CARGO) test --release --features vulkan --test vulkan
+	cd go && $(VK_GO_ENV) $(GO) vet -tags ggml_vulkan $(VK_GO_PKGS) && GGML_VK_VISIBLE_DEVICES=$(VK_VISIBLE) \
+	  GGML_RS_MODELS=$(CURDIR)/$(MODELS_DIR) $(VK_GO_ENV) $(GO) test -tags ggml_vulkan -count=1 -p 1 -timeout 30m -run Vulkan -v $(VK_GO_PKGS)
+
+test-vulkan-parity: vulkan-build $(SMALL_MODELS)
+	cd go && GGML_VK_VISIBLE_DEVICES=$(VK_VISIBLE) GGML_RS_MODELS=$(CURDIR)/$(MODELS_DIR) $(VK_GO_ENV) \
+	  $(GO) test -tags ggml_vulkan -count=1 -timeout 30m -run Vulkan -v ./cmd/ggml-rs
 
 # --- the main job ------------------------------------------------------------
 
@@ -94,7 +156,7 @@ $(MINILM_GGUF): $(MINILM_DIR)/model.safetensors go/model/bert/convert.go go/gguf
 
 # --- tests ---------------------------------------------------------------------
 
-test: build check-header check-symbols test-rust test-c test-go test-clients
+test: build check-header check-symbols test-rust test-c test-go test-clients test-vulkan
 
 test-rust: $(GGML_STAMP)
 	$(CARGO) test --release -p ggml-rs
@@ -181,6 +243,16 @@ $(LLAMA_REF): $(LLAMA_STAMP) tools/llama-ref/CMakeLists.txt tools/llama-ref/main
 
 llama-ref: $(LLAMA_REF)
 
+# The reference built with ggml's Vulkan backend, for the Vulkan golden
+# files (make test does not build it).
+LLAMA_REF_VK := .cache/llama-build-vulkan/llama-ref
+$(LLAMA_REF_VK): $(LLAMA_STAMP) tools/llama-ref/CMakeLists.txt tools/llama-ref/main.cpp | vulkan-deps
+	cmake -S tools/llama-ref -B .cache/llama-build-vulkan -G Ninja -DCMAKE_BUILD_TYPE=Release -DLLAMA_SRC=$(CURDIR)/.cache/llama.cpp \
+	  -DGGML_VULKAN=ON -DVulkan_INCLUDE_DIR=$$(scripts/vulkan-headers.sh $(VK_HEADERS)) >/dev/null
+	ninja -C .cache/llama-build-vulkan llama-ref
+
+llama-ref-vulkan: $(LLAMA_REF_VK)
+
 $(PY_STAMP): scripts/gen-models-requirements.txt | deps
 	python3 -m venv $(PYENV)
 	$(PYENV)/bin/pip install -q -r scripts/gen-models-requirements.txt
@@ -224,6 +296,11 @@ parity-golden: $(LLAMA_REF) models vocabs chat-golden
 chat-golden: $(LLAMA_REF)
 	command -v faketime >/dev/null || (apt-get update -qq && apt-get install -y -qq faketime)
 	python3 scripts/chat-golden.py $(LLAMA_REF)
+
+# Rewrites tests/golden/vulkan/ref_*.json from the reference on the Vulkan
+# device (commit them).
+parity-golden-vulkan: $(LLAMA_REF_VK) models
+	GGML_VK_VISIBLE_DEVICES=$(VK_VISIBLE) $(PY) scripts/parity-vulkan.py golden
 
 # The reference again against the golden files (logits and tokens), and ours
 # (go/bin/ggml-rs logits and tokenize) with the Go tests' tolerances.

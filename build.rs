@@ -42,6 +42,7 @@ fn main() {
     let out_dir = PathBuf::from(env::var("OUT_DIR").unwrap());
 
     println!("cargo:rerun-if-env-changed=GGML_RS_GGML_DIR");
+    println!("cargo:rerun-if-env-changed=GGML_RS_VULKAN_INCLUDE");
     println!("cargo:rerun-if-changed=cmake/ggml/CMakeLists.txt");
     println!("cargo:rerun-if-changed=cmake/ggml/shim.cpp");
     println!("cargo:rerun-if-changed=build.rs");
@@ -111,6 +112,11 @@ fn main() {
     }
     if metal {
         cfg.define("GGML_METAL_EMBED_LIBRARY", "ON");
+    }
+    // Vulkan headers newer than the system's (Debian bookworm's lack what
+    // this ggml uses; scripts/vulkan-headers.sh fetches trixie's).
+    if let (true, Some(inc)) = (vulkan, env::var_os("GGML_RS_VULKAN_INCLUDE")) {
+        cfg.define("Vulkan_INCLUDE_DIR", inc);
     }
     let dst = cfg.build();
 

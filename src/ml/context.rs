@@ -668,6 +668,13 @@ impl Context {
         if !inner.alloc_memory {
             return Err(Error::invalid("compute: backend was created without memory allocation"));
         }
+        // A cancel requested while no compute ran (or during one that no
+        // abort callback could stop: Vulkan, CUDA) fails this compute here,
+        // before it starts. Without this, a graph with no CPU or RPC node
+        // never polled the request, and it stayed pending.
+        if inner.cancel.swap(false, Ordering::SeqCst) {
+            return Err(Error::new(ErrorKind::Aborted, "compute: cancelled"));
+        }
         let version = self.graph.as_ref().unwrap().version;
         // The scheduler still holds this very graph split and allocated (no
         // other graph, reserve or measure since): compute it again as it

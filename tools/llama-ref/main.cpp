@@ -11,6 +11,11 @@
 //       the others (as greedy does). -ubatch N: the context's n_ubatch (the
 //       physical batch; n_batch stays the whole prompt), so llama.cpp
 //       computes the prompt N tokens at a time (default 512).
+//   -ngl N (logits, greedy): llama_model_params.n_gpu_layers (default 0:
+//       all on the CPU): the last N layers, the output layer counting as
+//       one, on the first GPU, as llama.cpp's -ngl. With -fa auto, logits
+//       adds "flash_attn": "on" or "off", what llama.cpp resolved auto to
+//       (from its log: ggml's supports_op on the devices the layers use).
 //   llama-ref logits -seqs [-ubatch N] [-t N] [-fa ...] MODEL SEQ...
 //       Each SEQ argument is one sequence (comma-separated ids); all of them
 //       go into ONE llama_decode (sequence 0's tokens first, then 1's, ...;
@@ -119,6 +124,7 @@ struct Opts {
     std::vector<llama_token> tokens;
     std::vector<std::vector<llama_token>> seqs;  // one per TOKEN argument
     bool all = false, json = false, verbose = false, special = false, multi = false, mtp = false;
+    int ngl = 0;
     int threads = 0, n_draft = 0, n_decode = 0, n_pred = 64, n_prompt = 512, n_gen = 128, reps = 3, ubatch = 0;
     double oracle = -1;  // spec: the oracle's acceptance rate (< 0: the MTP head drafts)
     llama_flash_attn_type fa = LLAMA_FLASH_ATTN_TYPE_AUTO;
@@ -181,6 +187,7 @@ Opts parse(int argc, char ** argv) {
         }
         else if (a == "-batch") o.batch = next();
         else if (a == "-t") o.threads = to_int(next());
+        else if (a == "-ngl") o.ngl = to_int(next());
         else if (a == "-p") o.n_prompt = to_int(next());
         else if (a == "-r") o.reps = to_int(next());
         else if (a == "-n") { int v = to_int(next()); o.n_pred = v; o.n_gen = v; }
@@ -220,6 +227,7 @@ Opts parse(int argc, char ** argv) {
     if (o.threads <= 0) o.threads = std::max(1u, std::thread::hardware_concurrency());
     if (o.reps < 1) die("-r must be at least 1");
     if (o.ubatch < 0) die("-ubatch must be positive");
+    if (o.ngl < 0) die("-ngl must not be negative");
     if (o.n_draft < 0) die("-draft must not be negative");
     if (o.n_draft && o.cmd != "mtp" && o.cmd != "spec") die("-draft is for mtp and spec");
     if (o.oracle >= 0 && o.cmd != "spec") die("-oracle is for spec");
@@ -232,8 +240,25 @@ Opts parse(int argc, char ** argv) {
     return o;
 }
 
+// What llama.cpp resolved flash attention "auto" to: its context logs
+// "... Flash Attention enabled" or "... Flash Attention not supported, set
+// to disabled" (llama_context::resolve_fused_ops). Empty until it did.
+std::string fa_resolved;
+
+void note_fa(const char * text) {
+    std::string t = text;
+    if (t.find("Flash Attention enabled") != std::string::npos) fa_resolved = "on";
+    else if (t.find("Flash Attention not supported") != std::string::npos) fa_resolved = "off";
+}
+
 void quiet_log(ggml_log_level level, const char * text, void *) {
+    note_fa(text);
     if (level == GGML_LOG_LEVEL_ERROR) fputs(text, stderr);
+}
+
+void verbose_log(ggml_log_level, const char * text, void *) {
+    note_fa(text);
+    fputs(text, stderr);
 }
 
 struct Session {
@@ -248,7 +273,7 @@ struct Session {
     // sequence, llama.cpp's default); n_batch_ tokens per llama_decode.
     Session(const Opts & o, int n_ctx, int n_batch_, int n_seq = 1) {
         llama_model_params mp = llama_model_default_params();
-        mp.n_gpu_layers = 0;
+        mp.n_gpu_layers = o.ngl;
         mp.load_mtp = o.mtp;
         model = llama_model_load_from_file(o.model.c_str(), mp);
         if (!model) die("cannot load %s", o.model.c_str());
@@ -388,7 +413,9 @@ int cmd_logits(const Opts & o) {
         s.decode({o.tokens[i]}, i, true);
         if (o.all || i == n - 1) keep(-1);
     }
-    printf("{\"model\":%s,\"n_vocab\":%d,\"tokens\":", json_str(o.model).c_str(), s.n_vocab);
+    printf("{\"model\":%s,\"n_vocab\":%d,", json_str(o.model).c_str(), s.n_vocab);
+    if (o.fa == LLAMA_FLASH_ATTN_TYPE_AUTO && !fa_resolved.empty()) printf("\"flash_attn\":\"%s\",", fa_resolved.c_str());
+    printf("\"tokens\":");
     print_ints(o.tokens);
     printf(",\"logits\":");
     if (o.all) printf("[");
@@ -958,7 +985,7 @@ int main(int argc, char ** argv) {
     if (argc > 1 && std::string(argv[1]) == "quantize") return cmd_quantize(argc, argv);
     if (argc > 1 && std::string(argv[1]) == "chat") return cmd_chat(argc, argv);
     Opts o = parse(argc, argv);
-    if (!o.verbose) llama_log_set(quiet_log, nullptr);
+    llama_log_set(o.verbose ? verbose_log : quiet_log, nullptr);
     llama_backend_init();
     int rc;
     if (o.cmd == "logits") rc = cmd_logits(o);

@@ -15,7 +15,6 @@ package backend
 
 /*
 #cgo CFLAGS: -I${SRCDIR}/../../../include
-#cgo LDFLAGS: ${SRCDIR}/../../../target/static/libggml_rs.a -lstdc++ -lm -ldl -lpthread
 #include <stdlib.h>
 #include "ggml_rs.h"
 */

@@ -324,6 +324,14 @@ func TestWeightPlacements(t *testing.T) {
 			setting{name: "first entry wins", layers: ml.GPULayersList{{DeviceID: ml.DeviceID{ID: "nope"}, Layers: []int{0}}, {DeviceID: g.DeviceID, Layers: []int{0, 1}}},
 				gpuOf: map[int]Device{1: g}},
 		)
+		// Two GPUs (say Vulkan and an RPC server): a layer on each, the
+		// output layer on the CPU.
+		if len(gpus) > 1 {
+			h := gpus[1]
+			settings = append(settings, setting{name: "layer 0 on " + g.Name + ", layer 1 on " + h.Name,
+				layers: ml.GPULayersList{{DeviceID: g.DeviceID, Layers: []int{0}}, {DeviceID: h.DeviceID, Layers: []int{1}}},
+				gpuOf:  map[int]Device{0: g, 1: h}})
+		}
 	} else {
 		if os.Getenv("GGMLRS_TEST_EXPECT_GPU") != "" {
 			t.Fatalf("no GPU device, though one was expected (GGML_RS_RPC_SERVERS=%q)", os.Getenv("GGML_RS_RPC_SERVERS"))
@@ -401,7 +409,10 @@ func TestWeightPlacements(t *testing.T) {
 			// Weights on a GPU: accounted to it, loaded, read back.
 			mem := b.BackendMemory()
 			cpuW := make([]uint64, m.blocks+1)
-			gpuW := make([]uint64, m.blocks+1)
+			gpuW := map[int][]uint64{}
+			for _, g := range gpus {
+				gpuW[g.Index] = make([]uint64, m.blocks+1)
+			}
 			for _, w := range ws {
 				if b.Get(w.Name).(*Tensor).name() != w.Name {
 					continue // a shared tied head takes no memory of its own
@@ -411,20 +422,22 @@ func TestWeightPlacements(t *testing.T) {
 				case w.Device == cpu.Index:
 					cpuW[w.Layer] += pad(w.Bytes, 32)
 				default:
-					gpuW[w.Layer] += w.Bytes
+					gpuW[w.Device][w.Layer] += w.Bytes
 				}
 			}
 			if !slices.Equal(mem.CPU.Weights, cpuW) {
 				t.Errorf("CPU weights %v, want %v", mem.CPU.Weights, cpuW)
 			}
-			gi := slices.IndexFunc(mem.GPUs, func(d ml.DeviceMemory) bool { return d.DeviceID == gpus[0].DeviceID })
-			if gi < 0 {
-				t.Fatalf("no memory entry for %+v in %+v", gpus[0].DeviceID, mem)
-			}
-			for l, want := range gpuW {
-				// GPUs pad to their own alignment (and may pad rows).
-				if got := mem.GPUs[gi].Weights[l]; got < want || (want == 0) != (got == 0) {
-					t.Errorf("GPU weights of layer %d: %d, want at least %d", l, got, want)
+			for _, g := range gpus {
+				gi := slices.IndexFunc(mem.GPUs, func(d ml.DeviceMemory) bool { return d.DeviceID == g.DeviceID })
+				if gi < 0 {
+					t.Fatalf("no memory entry for %+v in %+v", g.DeviceID, mem)
+				}
+				for l, want := range gpuW[g.Index] {
+					// GPUs pad to their own alignment (and may pad rows).
+					if got := mem.GPUs[gi].Weights[l]; got < want || (want == 0) != (got == 0) {
+						t.Errorf("%s weights of layer %d: %d, want at least %d", g.Name, l, got, want)
+					}
 				}
 			}
 			// Sized without allocation: the same report; every GPU listed.
