@@ -2,14 +2,15 @@
 """Load test of `ggml-rs serve` against Ollama and llama.cpp's llama-server.
 
 For each model, starts every server it can (loopback only) with the same
-parallel slots, threads and per-request context, waits until each is ready,
-warms each up, then for each round and each concurrency C (1, 4, 8) sends
-the same fixed number of streaming generate requests from C client threads
-to each server in turn (ours, then the anchors: the servers alternate
-within a round, so drift of the machine hits all of them). Per server and C
-it reports aggregate generated tokens/s (all tokens of a batch over its wall
-time; the median over rounds, and the slowest and fastest round), time to first token p50/p99 (all requests of
-all rounds) and failed requests, then the ratios ours/Ollama,
+parallel slots, threads, per-request context and flash attention, waits
+until each is ready, warms each up, then for each round and each
+concurrency C (1, 4, 8) sends the same fixed number of streaming generate
+requests from C client threads to each server in turn (ours, then the
+anchors: the servers alternate within a round, so drift of the machine hits
+all of them). Per server and C it reports aggregate generated tokens/s (all
+tokens of a batch over its wall time; the median over rounds, and the
+slowest and fastest round), time to first token p50/p99 (all requests of
+all rounds) and failed requests, then the ratios of the medians ours/Ollama,
 ours/llama-server and ours at 8 clients over ours at 1.
 
 The servers and the requests:
@@ -21,25 +22,30 @@ The servers and the requests:
                 the model made with `ollama create` from a Modelfile
                 (FROM MODEL.gguf, num_thread T, num_ctx CTX) in a temporary
                 OLLAMA_MODELS; OLLAMA_NUM_PARALLEL=P, OLLAMA_NEW_ENGINE=1 (its
-                Go engine), OLLAMA_KEEP_ALIVE=-1; same /api/generate
-  llama-server  .cache/llama-server-build/llama-server -np P -c CTX*P
-                -t T -tb T (continuous batching is its default);
-                POST /completion, readiness GET /health
+                Go engine), OLLAMA_KEEP_ALIVE=-1, OLLAMA_FLASH_ATTENTION=1;
+                the same /api/generate
+  llama-server  .cache/llama-server-build/llama-server (scripts/
+                build-llama-server.sh) -np P -c CTX*P (split over the slots)
+                -t T -tb T -fa on -cb; POST /completion, readiness GET /health
 
 Every request: a prompt of its own (a fixed set of texts, each prefixed with
 the request's number, so no prompt cache serves one request from another's
-prefill), N generated tokens, greedy (temperature 0, top_k 1, fixed seed);
+prefill), N generated tokens, greedy (temperature 0, top_k 1, fixed seed,
+no repetition penalty: Ollama's API defaults to 1.1, llama-server's to none).
 Ollama's API has no way to ignore the end-of-sequence token, so the count is
-what came (its eval_count; llama-server's tokens_predicted, with ignore_eos).
-The time to first token is from sending the request to the first streamed
-chunk that carries generated text (or the last chunk, if none does). A
-request fails on a connection error, a status other than 200, an "error" in
-the stream, no final chunk, or no generated token. Any failure makes the
-exit status 1.
+what came (eval_count; llama-server's tokens_predicted, with ignore_eos).
+Ollama ends a generation after 31 identical tokens in a row (its
+token-repeat limit) by closing the stream without a final chunk, which
+random weights under greedy decoding can reach: such a request is counted
+as cut, with the tokens it streamed. The time to first token runs from
+sending the request to the first streamed chunk that carries text (or the
+final chunk, if none does). A request fails on a connection error, a status
+other than 200, an "error" in the stream or no final chunk; a batch fails
+when no request generated a token. Any failure makes the exit status 1.
 
 Standard library only. Usage: bench-serve.py [-t 2] [-parallel 8] [-n 64]
-[-requests 16] [-c 1,4,8] [-rounds 3] [-ctx 512] [-servers ours,ollama,
-llama-server] MODEL.gguf...
+[-requests N] [-c 1,4,8] [-rounds 3] [-ctx 512] [-flash-attn on]
+[-servers ours,ollama,llama-server] [-keep] [-v] MODEL.gguf...
 """
 import argparse
 import http.client
@@ -82,6 +88,11 @@ class Server:
 
     name = "?"
     generate_path = "/api/generate"
+    # Ollama ends a generation after 31 identical tokens in a row (its
+    # token-repeat limit) by closing the stream with no final chunk; random
+    # weights under greedy decoding loop. Such a request counts as cut, with
+    # the tokens it streamed, not as failed.
+    cuts_repeats = False
 
     def __init__(self, a, model):
         self.a, self.model = a, model
@@ -169,7 +180,7 @@ class Server:
         raise NotImplementedError
 
     def request(self, prompt, seed):
-        """Sends one streaming request; returns (tokens, ttft seconds) or raises."""
+        """Sends one streaming request; returns (tokens, ttft seconds, cut) or raises."""
         body = json.dumps(self.body(prompt, seed)).encode()
         t0 = time.monotonic()
         c = http.client.HTTPConnection(HOST, self.port, timeout=self.a.request_timeout)
@@ -178,25 +189,31 @@ class Server:
             r = c.getresponse()
             if r.status != 200:
                 raise RuntimeError(f"HTTP {r.status}: {r.read(300).decode(errors='replace').strip()}")
-            ttft = None
+            ttft, last, chunks, prev, repeats = None, b"", 0, None, 0
             while True:
                 line = r.readline()
                 if not line:
-                    raise RuntimeError("stream ended without a final chunk")
+                    if self.cuts_repeats and repeats > 30:
+                        return chunks, ttft, True
+                    raise RuntimeError(f"stream ended without a final chunk after {chunks} chunks "
+                                       f"(last: {last[:200].decode(errors='replace')})")
                 line = line.strip()
                 if not line:
                     continue
+                last = line
                 text, final, err = self.parse(line)
                 if err:
                     raise RuntimeError(f"error in stream: {err}")
-                if text and ttft is None:
-                    ttft = time.monotonic() - t0
+                if text:
+                    chunks += 1
+                    repeats = repeats + 1 if text.strip() == prev else 0
+                    prev = text.strip()
+                    if ttft is None:
+                        ttft = time.monotonic() - t0
                 if final is not None:
                     if ttft is None:
                         ttft = time.monotonic() - t0
-                    if final <= 0:
-                        raise RuntimeError("no token generated")
-                    return final, ttft
+                    return final, ttft, False
         finally:
             c.close()
 
@@ -208,7 +225,7 @@ class OllamaAPI(Server):
 
     def body(self, prompt, seed):
         return {"model": self.model_name, "prompt": prompt, "stream": True, "raw": True,
-                "options": {"num_predict": self.a.n, "temperature": 0, "top_k": 1, "seed": seed,
+                "options": {"num_predict": self.a.n, "temperature": 0, "top_k": 1, "seed": seed, "repeat_penalty": 1,
                             "num_ctx": self.a.ctx, "num_thread": self.a.t}}
 
     def parse(self, line):
@@ -238,11 +255,12 @@ class Ours(OllamaAPI):
     def command(self):
         return [self.bin, "serve", "-addr", f"{HOST}:{self.port}", "-parallel", str(self.a.parallel),
                 "-ctx", str(self.a.ctx), "-threads", str(self.a.t), "-flash-attention", self.a.flash_attn,
-                "-keep-alive", "-1s", self.model]
+                "-keep-alive", "-1s", os.path.abspath(self.model)]
 
 
 class Ollama(OllamaAPI):
     name = "ollama"
+    cuts_repeats = True
 
     def __init__(self, a, model):
         super().__init__(a, model)
@@ -318,7 +336,7 @@ class LlamaServer(Server):
 
     def body(self, prompt, seed):
         return {"prompt": prompt, "n_predict": self.a.n, "stream": True, "temperature": 0, "top_k": 1,
-                "seed": seed, "ignore_eos": True, "cache_prompt": True}
+                "seed": seed, "repeat_penalty": 1, "ignore_eos": True, "cache_prompt": True}
 
     def parse(self, line):
         if not line.startswith(b"data:"):
@@ -339,7 +357,7 @@ def batch(server, conc, n_req, tag):
     """n_req requests from conc client threads; returns (tokens/s, ttfts, failures)."""
     lock = threading.Lock()
     todo = list(range(n_req))
-    tokens, ttfts, failures = [0], [], []
+    tokens, ttfts, failures, cuts = [0], [], [], [0]
 
     def client():
         while True:
@@ -349,10 +367,12 @@ def batch(server, conc, n_req, tag):
                 i = todo.pop(0)
             prompt = f"Request {tag}-{i}. {PROMPTS[i % len(PROMPTS)]}"
             try:
-                n, t = server.request(prompt, seed=1234 + i)
+                n, t, cut = server.request(prompt, seed=1234 + i)
                 with lock:
                     tokens[0] += n
-                    ttfts.append(t)
+                    cuts[0] += cut
+                    if t is not None:
+                        ttfts.append(t)
             except Exception as e:  # noqa: BLE001 - every failure is counted and shown
                 with lock:
                     failures.append(f"{type(e).__name__}: {e}")
@@ -364,7 +384,9 @@ def batch(server, conc, n_req, tag):
     for th in threads:
         th.join()
     wall = time.monotonic() - t0
-    return tokens[0] / wall, tokens[0], ttfts, failures
+    if tokens[0] == 0 and not failures:
+        failures.append("RuntimeError: no token generated by any request")
+    return tokens[0] / wall, tokens[0], ttfts, failures, cuts[0]
 
 
 def pct(xs, q):
@@ -378,7 +400,7 @@ def pct(xs, q):
 
 def bench_model(a, model):
     print(f"\n## {os.path.basename(model)}: {a.t} threads, {a.parallel} parallel slots, ctx {a.ctx} per request, "
-          f"{a.requests} requests x {a.n} tokens per concurrency, {a.rounds} round(s); "
+          f"{a.requests or 'max(8, 2 x clients)'} requests x {a.n} tokens per concurrency, {a.rounds} round(s); "
           f"load average before: {os.getloadavg()[0]:.1f}", flush=True)
     servers, started = [], []
     try:
@@ -404,7 +426,7 @@ def run_servers(a, model, servers, started):
             # Warm-up: loads the model where loading is lazy (Ollama), then a
             # full batch at the highest concurrency, not measured.
             batch(s, 1, 1, "warm-a")
-            _, _, _, f = batch(s, max(a.conc), max(a.conc), "warm-b")
+            f = batch(s, max(a.conc), max(a.conc), "warm-b")[3]
             if f:
                 raise RuntimeError(f"warm-up failed: {f[0]}")
             note = f" ({s.describe()})" if hasattr(s, "describe") else ""
@@ -418,18 +440,20 @@ def run_servers(a, model, servers, started):
                 a.failed = True
     if not servers:
         return
-    res = {(s.name, c): {"tps": [], "tok": 0, "ttft": [], "fail": []} for s in servers for c in a.conc}
+    res = {(s.name, c): {"tps": [], "tok": 0, "ttft": [], "fail": [], "cut": 0} for s in servers for c in a.conc}
     for r in range(a.rounds):
         for c in a.conc:
             for s in servers:
-                tps, tok, ttfts, fails = batch(s, c, a.requests, f"r{r}c{c}")
+                tps, tok, ttfts, fails, cut = batch(s, c, a.requests or max(8, 2 * c), f"r{r}c{c}")
                 x = res[(s.name, c)]
                 x["tps"].append(tps)
                 x["tok"] += tok
                 x["ttft"] += ttfts
                 x["fail"] += fails
+                x["cut"] += cut
                 if a.verbose:
-                    print(f"  round {r + 1} c{c} {s.name}: {tps:.1f} tok/s, {tok} tokens, {len(fails)} failed", flush=True)
+                    print(f"  round {r + 1} c{c} {s.name}: {tps:.1f} tok/s, {tok} tokens, {len(fails)} failed"
+                          + (f", {cut} cut" if cut else ""), flush=True)
 
     print(f"load average after: {os.getloadavg()[0]:.1f}")
     print(f"| {'server':<12} | {'clients':>7} | {'tokens/s':>8} | {'min-max':>13} | {'TTFT p50 ms':>11} | {'TTFT p99 ms':>11} | {'tokens':>6} | {'failed':>6} |")
@@ -440,6 +464,8 @@ def run_servers(a, model, servers, started):
             spread = f"{min(x['tps']):.1f}-{max(x['tps']):.1f}"
             print(f"| {s.name:<12} | {c:>7} | {pct(x['tps'], .5):>8.1f} | {spread:>13} | {pct(x['ttft'], .5) * 1e3:>11.0f} | "
                   f"{pct(x['ttft'], .99) * 1e3:>11.0f} | {x['tok']:>6} | {len(x['fail']):>6} |", flush=True)
+            if x["cut"]:
+                print(f"    {s.name} c{c}: {x['cut']} request(s) cut by its token-repeat limit (counted with the tokens they streamed)")
             for f in x["fail"][:3]:
                 print(f"    {s.name} c{c} failure: {f}")
             if x["fail"]:
@@ -467,7 +493,8 @@ def main():
     ap.add_argument("-parallel", type=int, default=8, help="parallel slots of each server")
     ap.add_argument("-ctx", type=int, default=512, help="context of one request (a slot)")
     ap.add_argument("-n", type=int, default=64, help="generated tokens per request")
-    ap.add_argument("-requests", type=int, default=16, help="requests per concurrency and round")
+    ap.add_argument("-requests", type=int, default=0,
+                    help="requests per concurrency and round (0: two per client, at least 8)")
     ap.add_argument("-c", default="1,4,8", help="concurrencies (client threads)")
     ap.add_argument("-rounds", type=int, default=3)
     ap.add_argument("-servers", default="ours,ollama,llama-server")
