@@ -193,7 +193,8 @@ class Server:
             while True:
                 line = r.readline()
                 if not line:
-                    if self.cuts_repeats and repeats > 30:
+                    # the first and 30 repeats reach the client; Ollama stops at the next
+                    if self.cuts_repeats and repeats >= 30:
                         return chunks, ttft, True
                     raise RuntimeError(f"stream ended without a final chunk after {chunks} chunks "
                                        f"(last: {last[:200].decode(errors='replace')})")
