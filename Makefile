@@ -256,7 +256,7 @@ bench: $(LLAMA_REF) $(BENCH_MODELS) $(SPEC_MODELS)
 # against the pinned tree (scripts/build-llama-server.sh). Not part of
 # `make test`.
 SERVE_THREADS ?= 2
-SERVE_ARGS ?= -parallel 8 -n 64 -c 1,4,8 -rounds 3
+SERVE_ARGS ?= -parallel 8 -n 64 -c 1,4,8 -rounds 5
 SERVE_MODELS ?= $(foreach a,qwen3 llama,.cache/models/$(a)-bench-q4_0.gguf)
 
 ollama:
