@@ -17,7 +17,7 @@ export CARGO_TERM_COLOR ?= never
 GO_ENV = CGO_CFLAGS="-g -O2 -DGGML_RS_LIB_ID=$$(sha1sum $(CURDIR)/$(LIB) | cut -c1-16)"
 
 .PHONY: all build run demo runner fetch-minilm test test-rust test-c test-go test-clients check-header check-symbols twin-ggml header bindings deps clean bench bench-ops bench-load \
-	parity parity-golden quant-parity llama-ref models vocabs chat-golden \
+	parity parity-golden quant-parity llama-ref models vocabs chat-golden ollama llama-server bench-serve \
 	vulkan-deps vulkan-build test-vulkan test-vulkan-parity llama-ref-vulkan parity-golden-vulkan
 
 all: build
@@ -315,7 +315,7 @@ parity: $(LLAMA_REF) models vocabs
 quant-parity: $(LLAMA_REF) runner $(SMALL_MODELS) $(MINILM_GGUF)
 	python3 scripts/quant-parity.py
 
-$(sort $(BENCH_MODELS) $(SPEC_MODELS)): | $(PY_STAMP)
+$(sort $(BENCH_MODELS) $(SPEC_MODELS) $(SERVE_MODELS)): | $(PY_STAMP)
 	$(PY) scripts/gen-models.py --size bench --arch $(call model_arch,$@) --types $(call model_type,$@)
 
 # Ours and llama.cpp on the same bench-size models and threads, one run:
@@ -325,6 +325,26 @@ bench: $(LLAMA_REF) $(BENCH_MODELS) $(SPEC_MODELS)
 	python3 scripts/bench.py $(BENCH_ARGS) -t $(BENCH_THREADS) $(BENCH_MODELS)
 	python3 scripts/bench-spec.py $(SPEC_ARGS) -t $(BENCH_THREADS) $(SPEC_MODELS)
 	python3 scripts/bench-quant.py $(QUANT_ARGS) -t $(BENCH_THREADS) $(BENCH_MODELS)
+
+# --- load test of `ggml-rs serve` against Ollama and llama-server ----------------
+# Loopback only, a fixed number of streaming requests at 1, 4 and 8 clients
+# (scripts/bench-serve.py). The anchors are built once into .cache: Ollama
+# from its Go module (scripts/build-ollama.sh), llama.cpp's llama-server
+# against the pinned tree (scripts/build-llama-server.sh). Not part of
+# `make test`.
+SERVE_THREADS ?= 2
+SERVE_ARGS ?= -parallel 8 -n 64 -c 1,4,8 -rounds 5
+SERVE_MODELS ?= $(foreach a,qwen3 llama,.cache/models/$(a)-bench-q4_0.gguf)
+
+ollama:
+	scripts/build-ollama.sh
+
+llama-server: $(LLAMA_STAMP) | $(PY_STAMP)
+	scripts/build-llama-server.sh
+
+bench-serve: ollama llama-server $(SERVE_MODELS)
+	$(MAKE) runner || echo "bench-serve: the runner did not build; the anchors alone"
+	python3 scripts/bench-serve.py -t $(SERVE_THREADS) $(SERVE_ARGS) $(SERVE_MODELS)
 
 # --- regeneration --------------------------------------------------------------
 
