@@ -156,7 +156,7 @@ $(MINILM_GGUF): $(MINILM_DIR)/model.safetensors go/model/bert/convert.go go/gguf
 
 # --- tests ---------------------------------------------------------------------
 
-test: build check-header check-symbols test-rust test-c test-go test-clients test-vulkan
+test: build check-header check-symbols test-rust test-c test-go test-clients
 
 test-rust: $(GGML_STAMP)
 	$(CARGO) test --release -p ggml-rs
