@@ -137,21 +137,14 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request) {
 	if err == nil && req.Suffix != "" {
 		err = badRequest("suffix (fill-in-the-middle) is not supported")
 	}
-	think, err2 := parseThink(req.Think)
+	var think *bool
+	var keep time.Duration
+	var opts genOptions
 	if err == nil {
-		err = err2
-	}
-	keep, err3 := parseKeepAlive(req.KeepAlive, s.cfg.KeepAlive)
-	if err == nil && err3 != nil {
-		err = badRequest("%v", err3)
+		think, keep, opts, err = s.ollamaSettings(req.Think, req.KeepAlive, req.Options)
 	}
 	if err != nil {
 		fail(w, r, err)
-		return
-	}
-	opts, err := parseOllamaOptions(req.Options)
-	if err != nil {
-		fail(w, r, badRequest("%v", err))
 		return
 	}
 	// An empty prompt loads (or, with keep_alive 0, unloads) the model.
@@ -199,6 +192,31 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, resp)
 		return
 	}
+	streamOllama(w, r, g, func(text string) any { return generateResponse{Model: req.Model, CreatedAt: now(), Response: text} },
+		func(e event) any { return final(e) })
+}
+
+// ollamaSettings reads what generate and chat both take: think,
+// keep_alive and the options (each error a 400).
+func (s *Server) ollamaSettings(thinkRaw, keepRaw json.RawMessage, options map[string]json.RawMessage) (*bool, time.Duration, genOptions, error) {
+	think, err := parseThink(thinkRaw)
+	if err != nil {
+		return nil, 0, genOptions{}, err
+	}
+	keep, err := parseKeepAlive(keepRaw, s.cfg.KeepAlive)
+	if err != nil {
+		return nil, 0, genOptions{}, badRequest("%v", err)
+	}
+	opts, err := parseOllamaOptions(options)
+	if err != nil {
+		return nil, 0, genOptions{}, badRequest("%v", err)
+	}
+	return think, keep, opts, nil
+}
+
+// streamOllama sends a generation as newline-delimited JSON: a line per
+// piece of text, then the final line (or an error line).
+func streamOllama(w http.ResponseWriter, r *http.Request, g *generation, piece func(string) any, final func(event) any) {
 	st := newStreamer(w, false)
 	for {
 		e, ok := g.next(r)
@@ -213,7 +231,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request) {
 			st.send(final(e))
 			return
 		}
-		if st.send(generateResponse{Model: req.Model, CreatedAt: now(), Response: e.text}) != nil {
+		if st.send(piece(e.text)) != nil {
 			return
 		}
 	}
@@ -285,21 +303,14 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		msgs, err = chatMessages(req.Messages)
 	}
-	think, err2 := parseThink(req.Think)
+	var think *bool
+	var keep time.Duration
+	var opts genOptions
 	if err == nil {
-		err = err2
-	}
-	keep, err3 := parseKeepAlive(req.KeepAlive, s.cfg.KeepAlive)
-	if err == nil && err3 != nil {
-		err = badRequest("%v", err3)
+		think, keep, opts, err = s.ollamaSettings(req.Think, req.KeepAlive, req.Options)
 	}
 	if err != nil {
 		fail(w, r, err)
-		return
-	}
-	opts, err := parseOllamaOptions(req.Options)
-	if err != nil {
-		fail(w, r, badRequest("%v", err))
 		return
 	}
 	if len(msgs) == 0 {
@@ -341,25 +352,9 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, final(e, text))
 		return
 	}
-	st := newStreamer(w, false)
-	for {
-		e, ok := g.next(r)
-		if !ok {
-			return
-		}
-		if e.done {
-			if e.err != nil {
-				st.send(map[string]string{"error": e.err.Error()})
-				return
-			}
-			st.send(final(e, ""))
-			return
-		}
-		msg := chatResponse{Model: req.Model, CreatedAt: now(), Message: chatMessage{Role: "assistant", Content: e.text}}
-		if st.send(msg) != nil {
-			return
-		}
-	}
+	streamOllama(w, r, g, func(text string) any {
+		return chatResponse{Model: req.Model, CreatedAt: now(), Message: chatMessage{Role: "assistant", Content: text}}
+	}, func(e event) any { return final(e, "") })
 }
 
 // --- embeddings -----------------------------------------------------------
