@@ -15,6 +15,7 @@ package model_test
 import (
 	"context"
 	"fmt"
+	"ggmlrs/internal/testmodel"
 	"io"
 	"os"
 	"path/filepath"
@@ -31,21 +32,7 @@ import (
 
 // modelPath is where the generated small model name lives (see
 // go/cmd/ggml-rs/parity_test.go).
-func modelPath(t *testing.T, name string) string {
-	t.Helper()
-	dir, required := os.LookupEnv("GGML_RS_MODELS")
-	if !required {
-		dir = "../../.cache/models"
-	}
-	path := filepath.Join(dir, name+".gguf")
-	if _, err := os.Stat(path); err != nil {
-		if required {
-			t.Fatalf("%s is missing: make models (scripts/gen-models.py --size small) writes it", path)
-		}
-		t.Skipf("%s is not there (make models writes it; make test does)", path)
-	}
-	return path
-}
+func modelPath(t *testing.T, name string) string { return testmodel.Path(t, name) }
 
 // ggufFile is a model read whole into memory, to be edited and written.
 type ggufFile struct {

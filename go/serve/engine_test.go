@@ -2,9 +2,8 @@ package serve
 
 import (
 	"context"
+	"ggmlrs/internal/testmodel"
 	"math"
-	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -16,23 +15,8 @@ import (
 	"ggmlrs/sample"
 )
 
-// modelPath is a generated model of make test ($GGML_RS_MODELS; make test
-// sets it and writes the models, so a missing one fails there).
-func modelPath(t *testing.T, name string) string {
-	t.Helper()
-	dir, required := os.LookupEnv("GGML_RS_MODELS")
-	if !required {
-		dir = "../../.cache/models"
-	}
-	path := filepath.Join(dir, name+".gguf")
-	if _, err := os.Stat(path); err != nil {
-		if required {
-			t.Fatalf("%s is missing (make models writes it)", path)
-		}
-		t.Skipf("%s is not there (make models writes it; make test does)", path)
-	}
-	return path
-}
+// modelPath is a generated model of make test.
+func modelPath(t *testing.T, name string) string { return testmodel.Path(t, name) }
 
 func openDecoder(t *testing.T, name string) *decoder.Model {
 	t.Helper()

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"ggmlrs/internal/testmodel"
 	"io"
 	"log/slog"
 	"net/http"
@@ -19,22 +20,8 @@ import (
 	"ggmlrs/ml/backend"
 )
 
-// miniLM is the converted all-MiniLM-L6-v2 ($GGML_RS_MINILM, which make
-// test sets after converting it; a missing file fails there).
-func miniLM(t *testing.T) string {
-	t.Helper()
-	path, required := os.LookupEnv("GGML_RS_MINILM")
-	if !required {
-		path = "../../.cache/all-minilm-l6-v2.gguf"
-	}
-	if _, err := os.Stat(path); err != nil {
-		if required {
-			t.Fatalf("%s is missing (make run converts it)", path)
-		}
-		t.Skipf("%s is not there (make run converts it; make test does)", path)
-	}
-	return path
-}
+// miniLM is the converted all-MiniLM-L6-v2.
+func miniLM(t *testing.T) string { return testmodel.MiniLM(t) }
 
 func openBackend(path string, alloc bool) (*backend.Backend, error) {
 	b, err := backend.NewWithOptions(path, ml.BackendParams{AllocMemory: alloc, NumThreads: 2, FlashAttention: ml.FlashAttentionAuto})
