@@ -17,7 +17,7 @@ export CARGO_TERM_COLOR ?= never
 GO_ENV = CGO_CFLAGS="-g -O2 -DGGML_RS_LIB_ID=$$(sha1sum $(CURDIR)/$(LIB) | cut -c1-16)"
 
 .PHONY: all build run demo runner fetch-minilm test test-rust test-c test-go test-clients check-header check-symbols twin-ggml header bindings deps clean bench bench-ops bench-load \
-	parity parity-golden quant-parity llama-ref models vocabs chat-golden ollama llama-server bench-serve \
+	parity parity-golden quant-parity llama-ref models vocabs chat-golden ollama llama-server llama-quantize bench-serve \
 	vulkan-deps vulkan-build test-vulkan test-vulkan-parity llama-ref-vulkan parity-golden-vulkan
 
 all: build
@@ -309,10 +309,11 @@ parity: $(LLAMA_REF) models vocabs
 	python3 scripts/parity.py check
 	$(MAKE) quant-parity
 
-# `ggml-rs quantize` against llama.cpp's llama_model_quantize (llama-ref
-# quantize), byte for byte: every small F16/F32 model and all-MiniLM x every
-# file type, and a few -pure/-output-type/-token-embedding-type runs.
-quant-parity: $(LLAMA_REF) runner $(SMALL_MODELS) $(MINILM_GGUF)
+# `ggml-rs quantize` against llama.cpp's llama-quantize (built from the
+# pinned sources, scripts/build-llama-tools.sh), byte for byte: every small
+# F16/F32 model and all-MiniLM x every file type, flag variants, and with
+# importance matrices (generated, legacy format, and llama-imatrix's own).
+quant-parity: llama-quantize runner $(SMALL_MODELS) $(MINILM_GGUF)
 	python3 scripts/quant-parity.py
 
 $(sort $(BENCH_MODELS) $(SPEC_MODELS) $(SERVE_MODELS)): | $(PY_STAMP)
@@ -330,7 +331,7 @@ bench: $(LLAMA_REF) $(BENCH_MODELS) $(SPEC_MODELS)
 # Loopback only, a fixed number of streaming requests at 1, 4 and 8 clients
 # (scripts/bench-serve.py). The anchors are built once into .cache: Ollama
 # from its Go module (scripts/build-ollama.sh), llama.cpp's llama-server
-# against the pinned tree (scripts/build-llama-server.sh). Not part of
+# against the pinned tree (scripts/build-llama-tools.sh). Not part of
 # `make test`.
 SERVE_THREADS ?= 2
 SERVE_ARGS ?= -parallel 8 -n 64 -c 1,4,8 -rounds 5
@@ -340,7 +341,12 @@ ollama:
 	scripts/build-ollama.sh
 
 llama-server: $(LLAMA_STAMP) | $(PY_STAMP)
-	scripts/build-llama-server.sh
+	scripts/build-llama-tools.sh llama-server
+
+# llama.cpp's llama-quantize and llama-imatrix from the same sources: the
+# references of `ggml-rs quantize -imatrix` (make quant-parity).
+llama-quantize: $(LLAMA_STAMP) | $(PY_STAMP)
+	scripts/build-llama-tools.sh llama-quantize llama-imatrix
 
 bench-serve: ollama llama-server $(SERVE_MODELS)
 	$(MAKE) runner || echo "bench-serve: the runner did not build; the anchors alone"

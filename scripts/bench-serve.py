@@ -24,8 +24,8 @@ The servers and the requests:
                 OLLAMA_MODELS; OLLAMA_NUM_PARALLEL=P, OLLAMA_NEW_ENGINE=1 (its
                 Go engine), OLLAMA_KEEP_ALIVE=-1, OLLAMA_FLASH_ATTENTION=1;
                 the same /api/generate
-  llama-server  .cache/llama-server-build/llama-server (scripts/
-                build-llama-server.sh) -np P -c CTX*P (split over the slots)
+  llama-server  .cache/llama-tools/llama-server (scripts/
+                build-llama-tools.sh) -np P -c CTX*P (split over the slots)
                 -t T -tb T -fa on -cb; POST /completion, readiness GET /health
 
 Every request: a prompt of its own (a fixed set of texts, each prefixed with
@@ -504,7 +504,7 @@ def main():
     ap.add_argument("-request-timeout", dest="request_timeout", type=float, default=600)
     ap.add_argument("-ours", default=os.path.join(ROOT, "go/bin/ggml-rs"))
     ap.add_argument("-ollama", default=os.path.join(ROOT, ".cache/ollama", OLLAMA_VERSION, "ollama"))
-    ap.add_argument("-llama-server", dest="llama_server", default=os.path.join(ROOT, ".cache/llama-server-build/llama-server"))
+    ap.add_argument("-llama-server", dest="llama_server", default=os.path.join(ROOT, ".cache/llama-tools/llama-server"))
     ap.add_argument("-keep", action="store_true", help="keep the servers' temporary folders and logs")
     ap.add_argument("-v", dest="verbose", action="store_true", help="print every batch")
     a = ap.parse_args()
