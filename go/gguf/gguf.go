@@ -145,29 +145,41 @@ type TensorType uint32
 
 // The ggml types this package knows the block layout of.
 const (
-	TensorF32   TensorType = 0
-	TensorF16   TensorType = 1
-	TensorQ4_0  TensorType = 2
-	TensorQ4_1  TensorType = 3
-	TensorQ5_0  TensorType = 6
-	TensorQ5_1  TensorType = 7
-	TensorQ8_0  TensorType = 8
-	TensorQ8_1  TensorType = 9
-	TensorQ2K   TensorType = 10
-	TensorQ3K   TensorType = 11
-	TensorQ4K   TensorType = 12
-	TensorQ5K   TensorType = 13
-	TensorQ6K   TensorType = 14
-	TensorQ8K   TensorType = 15
-	TensorIQ4NL TensorType = 20
-	TensorIQ4XS TensorType = 23
-	TensorI8    TensorType = 24
-	TensorI16   TensorType = 25
-	TensorI32   TensorType = 26
-	TensorI64   TensorType = 27
-	TensorF64   TensorType = 28
-	TensorBF16  TensorType = 30
-	TensorMXF4  TensorType = 39
+	TensorF32    TensorType = 0
+	TensorF16    TensorType = 1
+	TensorQ4_0   TensorType = 2
+	TensorQ4_1   TensorType = 3
+	TensorQ5_0   TensorType = 6
+	TensorQ5_1   TensorType = 7
+	TensorQ8_0   TensorType = 8
+	TensorQ8_1   TensorType = 9
+	TensorQ2K    TensorType = 10
+	TensorQ3K    TensorType = 11
+	TensorQ4K    TensorType = 12
+	TensorQ5K    TensorType = 13
+	TensorQ6K    TensorType = 14
+	TensorQ8K    TensorType = 15
+	TensorIQ2XXS TensorType = 16
+	TensorIQ2XS  TensorType = 17
+	TensorIQ3XXS TensorType = 18
+	TensorIQ1S   TensorType = 19
+	TensorIQ4NL  TensorType = 20
+	TensorIQ3S   TensorType = 21
+	TensorIQ2S   TensorType = 22
+	TensorIQ4XS  TensorType = 23
+	TensorI8     TensorType = 24
+	TensorI16    TensorType = 25
+	TensorI32    TensorType = 26
+	TensorI64    TensorType = 27
+	TensorF64    TensorType = 28
+	TensorIQ1M   TensorType = 29
+	TensorBF16   TensorType = 30
+	TensorTQ1_0  TensorType = 34
+	TensorTQ2_0  TensorType = 35
+	TensorMXF4   TensorType = 39
+	TensorNVFP4  TensorType = 40
+	TensorQ1_0   TensorType = 41
+	TensorQ2_0   TensorType = 42
 )
 
 type layout struct {
@@ -183,6 +195,10 @@ var layouts = map[TensorType]layout{
 	TensorIQ4NL: {"iq4_nl", 32, 18}, TensorIQ4XS: {"iq4_xs", 256, 136},
 	TensorI8: {"i8", 1, 1}, TensorI16: {"i16", 1, 2}, TensorI32: {"i32", 1, 4}, TensorI64: {"i64", 1, 8},
 	TensorF64: {"f64", 1, 8}, TensorBF16: {"bf16", 1, 2}, TensorMXF4: {"mxfp4", 32, 17},
+	TensorIQ2XXS: {"iq2_xxs", 256, 66}, TensorIQ2XS: {"iq2_xs", 256, 74}, TensorIQ3XXS: {"iq3_xxs", 256, 98},
+	TensorIQ1S: {"iq1_s", 256, 50}, TensorIQ3S: {"iq3_s", 256, 110}, TensorIQ2S: {"iq2_s", 256, 82},
+	TensorIQ1M: {"iq1_m", 256, 56}, TensorTQ1_0: {"tq1_0", 256, 54}, TensorTQ2_0: {"tq2_0", 256, 66},
+	TensorNVFP4: {"nvfp4", 64, 36}, TensorQ1_0: {"q1_0", 128, 18}, TensorQ2_0: {"q2_0", 64, 18},
 }
 
 func (t TensorType) String() string {
@@ -190,6 +206,15 @@ func (t TensorType) String() string {
 		return l.name
 	}
 	return fmt.Sprintf("type%d", uint32(t))
+}
+
+// BlockSize is the number of elements of a block of t (ggml_blck_size):
+// 1 for the plain types and for a type this package does not know.
+func (t TensorType) BlockSize() uint64 {
+	if l, ok := layouts[t]; ok {
+		return l.block
+	}
+	return 1
 }
 
 // RowSize is the byte size of n elements of type t, or an error if t is

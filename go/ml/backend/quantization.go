@@ -96,7 +96,7 @@ func Quantize(newType fsggml.TensorType, f32s []float32, shape []uint64) []byte 
 		panic(&Error{Status: StatusShape, Message: "Quantize: result does not fit in memory"})
 	}
 	buf := make([]byte, size)
-	written, qerr := QuantizeInto(buf, uint32(newType), f32s, nPerRow, nrows)
+	written, qerr := QuantizeInto(buf, uint32(newType), f32s, nil, nPerRow, nrows)
 	if qerr != nil {
 		panic(qerr)
 	}
@@ -106,10 +106,23 @@ func Quantize(newType fsggml.TensorType, f32s []float32, shape []uint64) []byte 
 // QuantizeInto is Quantize of nrows rows of nPerRow values into dst,
 // returning the bytes written or the *Error instead of panicking: for
 // callers that reuse their buffers. dst must hold the quantized size.
-func QuantizeInto(dst []byte, newType uint32, f32s []float32, nPerRow, nrows uint64) (int, error) {
-	// The library sees only a pointer: the count is checked here.
+// imatrix, when not nil, holds nPerRow importance weights for every row
+// (llama.cpp's importance matrix: finite, not negative); the types of
+// ggml_quantize_requires_imatrix (IQ2_XXS, IQ2_XS, IQ1_S) fail without
+// one.
+func QuantizeInto(dst []byte, newType uint32, f32s, imatrix []float32, nPerRow, nrows uint64) (int, error) {
+	// The library sees only pointers: the counts are checked here.
 	if hi, n := bits.Mul64(nPerRow, nrows); hi != 0 || n != uint64(len(f32s)) {
 		return 0, &Error{Status: StatusShape, Message: fmt.Sprintf("Quantize: %d values are not %d rows of %d", len(f32s), nrows, nPerRow)}
+	}
+	var weights *C.float
+	if imatrix != nil {
+		if uint64(len(imatrix)) != nPerRow {
+			return 0, &Error{Status: StatusShape, Message: fmt.Sprintf("Quantize: %d importance weights for rows of %d", len(imatrix), nPerRow)}
+		}
+		if nPerRow > 0 {
+			weights = (*C.float)(&imatrix[0])
+		}
 	}
 	var src *C.float
 	if len(f32s) > 0 {
@@ -121,7 +134,7 @@ func QuantizeInto(dst []byte, newType uint32, f32s []float32, nPerRow, nrows uin
 	}
 	var cerr C.ggml_rs_error
 	var written C.size_t
-	if C.ggml_rs_quantize(C.uint32_t(newType), src, C.uint64_t(nPerRow), C.uint64_t(nrows), nil, out, C.size_t(len(dst)), &written, &cerr) != C.GGML_RS_OK {
+	if C.ggml_rs_quantize(C.uint32_t(newType), src, C.uint64_t(nPerRow), C.uint64_t(nrows), weights, out, C.size_t(len(dst)), &written, &cerr) != C.GGML_RS_OK {
 		return 0, errorFrom(&cerr)
 	}
 	return int(written), nil

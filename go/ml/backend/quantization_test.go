@@ -14,6 +14,7 @@ package backend
 //   - bad input panics with an *Error naming the problem.
 
 import (
+	"ggmlrs/gguf"
 	"math"
 	"strings"
 	"testing"
@@ -342,7 +343,7 @@ func TestIntoVariants(t *testing.T) {
 	}
 	want := Quantize(fsggml.TensorTypeQ4_K, x, []uint64{256, 3})
 	dst := make([]byte, len(want)+7) // larger than needed: the count is returned
-	n, err := QuantizeInto(dst, uint32(fsggml.TensorTypeQ4_K), x, 256, 3)
+	n, err := QuantizeInto(dst, uint32(fsggml.TensorTypeQ4_K), x, nil, 256, 3)
 	if err != nil || n != len(want) || string(dst[:n]) != string(want) {
 		t.Fatalf("QuantizeInto: n=%d err=%v, bytes equal: %v", n, err, string(dst[:n]) == string(want))
 	}
@@ -356,14 +357,38 @@ func TestIntoVariants(t *testing.T) {
 			t.Fatalf("ConvertInto [%d] = %v, ConvertToF32 %v", i, back[i], ref[i])
 		}
 	}
-	if _, err := QuantizeInto(dst, uint32(fsggml.TensorTypeQ4_K), x, 256, 4); err == nil {
+	if _, err := QuantizeInto(dst, uint32(fsggml.TensorTypeQ4_K), x, nil, 256, 4); err == nil {
 		t.Error("QuantizeInto accepted 3 rows of values as 4")
 	}
-	if _, err := QuantizeInto(dst[:10], uint32(fsggml.TensorTypeQ4_K), x, 256, 3); err == nil {
+	if _, err := QuantizeInto(dst[:10], uint32(fsggml.TensorTypeQ4_K), x, nil, 256, 3); err == nil {
 		t.Error("QuantizeInto accepted a short destination")
 	}
 	err = ConvertInto(back, []byte{1, 2, 3}, 9999)
 	if e, ok := err.(*Error); !ok || !strings.Contains(e.Message, "unsupported quantization format") {
 		t.Errorf("ConvertInto of an unknown type: %v", err)
+	}
+}
+
+// TestGGUFLayoutsMatchGGML: every block layout the gguf package knows
+// (block length, bytes per block) gives ggml's own row size.
+func TestGGUFLayoutsMatchGGML(t *testing.T) {
+	known := 0
+	for typ := uint32(0); typ < 64; typ++ {
+		want, err := gguf.TensorType(typ).RowSize(1024)
+		if err != nil {
+			continue
+		}
+		known++
+		got, cerr := quantizedSize(typ, 1024, 1)
+		if cerr != nil {
+			t.Errorf("%s: gguf knows it, the library does not: %v", gguf.TensorType(typ), cerr)
+			continue
+		}
+		if got != want {
+			t.Errorf("%s: 1024 elements are %d bytes in ggml, %d in package gguf", gguf.TensorType(typ), got, want)
+		}
+	}
+	if known < 30 {
+		t.Errorf("only %d types known to package gguf", known)
 	}
 }
