@@ -42,7 +42,7 @@ func quantizeTensor(w io.Writer, in io.Reader, it item, threads int) (uint64, er
 			return written, fmt.Errorf("reading: %w", err)
 		}
 		dst := out[:rows*dstRow]
-		if err := quantizeRows(it.in.Type, it.out.Type, src, dst, ncols, rows, threads, scratch); err != nil {
+		if err := quantizeRows(it.in.Type, it.out.Type, src, dst, ncols, rows, threads, scratch, weights(it, r)); err != nil {
 			return written, err
 		}
 		if _, err := w.Write(dst); err != nil {
@@ -53,10 +53,32 @@ func quantizeTensor(w io.Writer, in io.Reader, it item, threads int) (uint64, er
 	return written, nil
 }
 
+// rowWeights gives the importance weights of a row of the slab (by its
+// index in the slab) and how many rows from it on share them; nil: none.
+type rowWeights func(row uint64) ([]float32, uint64)
+
+// weights: the importance weights of the slab of it starting at row
+// first: each expert (Shape[1] rows) has its own Shape[0] values.
+func weights(it item, first uint64) rowWeights {
+	if it.imatrix == nil {
+		return nil
+	}
+	ncols, perExpert := it.in.Shape[0], uint64(1)
+	if len(it.in.Shape) > 1 {
+		perExpert = it.in.Shape[1]
+	}
+	return func(row uint64) ([]float32, uint64) {
+		g := first + row
+		e := g / perExpert
+		return it.imatrix[e*ncols : (e+1)*ncols], (e+1)*perExpert - g
+	}
+}
+
 // quantizeRows converts rows rows of ncols elements from src (type from)
 // to dst (type to), threads goroutines each taking a contiguous share and
-// its f32 buffer from scratch (grown as needed, kept for the next slab).
-func quantizeRows(from, to gguf.TensorType, src, dst []byte, ncols, rows uint64, threads int, scratch [][]float32) error {
+// its f32 buffer from scratch (grown as needed, kept for the next slab),
+// with the importance weights of w (nil: none).
+func quantizeRows(from, to gguf.TensorType, src, dst []byte, ncols, rows uint64, threads int, scratch [][]float32, w rowWeights) error {
 	srcRow, dstRow := uint64(len(src))/rows, uint64(len(dst))/rows
 	n := min(uint64(threads), rows)
 	per, extra := rows/n, rows%n
@@ -78,7 +100,17 @@ func quantizeRows(from, to gguf.TensorType, src, dst []byte, ncols, rows uint64,
 		f32 := scratch[i][:need]
 		go func(i uint64) {
 			defer wg.Done()
-			errs[i] = convertChunk(from, to, src[lo*srcRow:hi*srcRow], dst[lo*dstRow:hi*dstRow], f32, ncols, hi-lo)
+			if w == nil {
+				errs[i] = convertChunk(from, to, src[lo*srcRow:hi*srcRow], dst[lo*dstRow:hi*dstRow], f32, nil, ncols, hi-lo)
+				return
+			}
+			// one call per expert the share spans
+			for a := lo; a < hi && errs[i] == nil; {
+				im, n := w(a)
+				b := min(hi, a+n)
+				errs[i] = convertChunk(from, to, src[a*srcRow:b*srcRow], dst[a*dstRow:b*dstRow], f32[:(b-a)*ncols], im, ncols, b-a)
+				a = b
+			}
 		}(i)
 	}
 	wg.Wait()
@@ -91,13 +123,14 @@ func quantizeRows(from, to gguf.TensorType, src, dst []byte, ncols, rows uint64,
 }
 
 // convertChunk: to f32 (ggml's to_float) in f32, then ggml_quantize_chunk
-// straight into dst, through the C ABI; bad input (a non-finite value for
-// a quantized type) is the library's error.
-func convertChunk(from, to gguf.TensorType, src, dst []byte, f32 []float32, ncols, rows uint64) error {
+// with the importance weights im (nil: none) straight into dst, through
+// the C ABI; bad input (a non-finite value for a quantized type) is the
+// library's error.
+func convertChunk(from, to gguf.TensorType, src, dst []byte, f32, im []float32, ncols, rows uint64) error {
 	if err := backend.ConvertInto(f32, src, uint32(from)); err != nil {
 		return err
 	}
-	n, err := backend.QuantizeInto(dst, uint32(to), f32, ncols, rows)
+	n, err := backend.QuantizeInto(dst, uint32(to), f32, im, ncols, rows)
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,8 @@ package quantize
 import (
 	"fmt"
 	"io"
+	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -20,6 +22,14 @@ type Options struct {
 	// output.weight and token_embd.weight (llama.cpp's
 	// output_tensor_type, token_embedding_type).
 	OutputType, TokenEmbeddingType *gguf.TensorType
+	// Imatrix: the importance matrix (LoadImatrix, filtered), nil for
+	// none. The types of the IQ1/IQ2/IQ3_XXS and Q2_K_S file types need
+	// one.
+	Imatrix *Imatrix
+	// TensorTypes: llama-quantize's --tensor-type overrides; the first
+	// whose pattern is found in a tensor's name gives its type, in place
+	// of the file type's mix (not of the fallback).
+	TensorTypes []TensorTypeOverride
 	// Threads quantizing each tensor's rows (<= 0: 1). The output does not
 	// depend on it.
 	Threads int
@@ -35,6 +45,77 @@ const Alignment = 32
 type item struct {
 	in  gguf.TensorInfo
 	out gguf.TensorInfo
+	// imatrix: the importance weights of its columns, per expert
+	// (Shape[0] × experts values), or nil
+	imatrix []float32
+}
+
+// TensorTypeOverride is one --tensor-type PATTERN=TYPE.
+type TensorTypeOverride struct {
+	Pattern string
+	Type    gguf.TensorType
+	re      *regexp.Regexp
+}
+
+// ParseTensorTypeOverride parses PATTERN=TYPE as llama-quantize's
+// --tensor-type does: the pattern (lowercased) is a regular expression
+// searched for in tensor names ("attn_v=q8_0", "blk\.[0-3]\.ffn_down=q6_k"),
+// TYPE a ggml type name.
+func ParseTensorTypeOverride(s string) (TensorTypeOverride, error) {
+	pat, typ, ok := strings.Cut(s, "=")
+	switch {
+	case !ok:
+		return TensorTypeOverride{}, fmt.Errorf("malformed tensor type %q (want PATTERN=TYPE)", s)
+	case pat == "":
+		return TensorTypeOverride{}, fmt.Errorf("tensor type %q: missing tensor name", s)
+	case typ == "":
+		return TensorTypeOverride{}, fmt.Errorf("tensor type %q: missing quantization type", s)
+	}
+	pat = strings.ToLower(pat)
+	re, err := regexp.Compile(pat)
+	if err != nil {
+		return TensorTypeOverride{}, fmt.Errorf("tensor type %q: bad pattern: %v", s, err)
+	}
+	t, err := ParseTensorType(typ)
+	if err != nil {
+		return TensorTypeOverride{}, fmt.Errorf("tensor type %q: %v", s, err)
+	}
+	return TensorTypeOverride{Pattern: pat, Type: t, re: re}, nil
+}
+
+// requiresImatrix: tensor_requires_imatrix, the tensors llama.cpp will not
+// quantize to typ without importance weights (garbage otherwise).
+func requiresImatrix(name string, typ gguf.TensorType, ft FileType) bool {
+	if isTokenEmbd(name) || name == "output.weight" {
+		return false
+	}
+	switch typ {
+	case gguf.TensorIQ3XXS, gguf.TensorIQ2XXS, gguf.TensorIQ2XS, gguf.TensorIQ2S, gguf.TensorIQ1M, gguf.TensorIQ1S:
+		return true
+	case gguf.TensorQ2K:
+		return ft == MostlyQ2KS
+	}
+	return false
+}
+
+// imatrixKVs: the keys llama-quantize adds for an importance matrix, with
+// its truncation of strings to 127 bytes.
+func imatrixKVs(m *Imatrix) []gguf.KV {
+	trunc := func(s string) string {
+		if len(s) > 127 {
+			return s[:127]
+		}
+		return s
+	}
+	kvs := []gguf.KV{{Key: "quantize.imatrix.file", Value: trunc(m.Path)}}
+	if len(m.Datasets) > 0 {
+		kvs = append(kvs, gguf.KV{Key: "quantize.imatrix.dataset", Value: trunc(m.Datasets[0])})
+	}
+	kvs = append(kvs, gguf.KV{Key: "quantize.imatrix.entries_count", Value: uint32(len(m.Entries))})
+	if m.ChunkCount > 0 {
+		kvs = append(kvs, gguf.KV{Key: "quantize.imatrix.chunks_count", Value: uint32(m.ChunkCount)})
+	}
+	return kvs
 }
 
 // blockIndex parses the layer of a "blk.N...." name as sscanf("blk.%d.")
@@ -148,24 +229,37 @@ func plan(f *gguf.File, opts Options) ([]gguf.KV, []item, *chooser, error) {
 		return nil, nil, nil, err
 	}
 
+	im := opts.Imatrix
+	if im != nil && len(im.Entries) == 0 {
+		im = nil // llama-quantize passes none when filtering left nothing
+	}
+
 	// key/values: the input's, less the split keys, then the
-	// quantization version and file type (moved to the end as
-	// gguf_set_val_u32 does).
+	// quantization version, the file type and the imatrix's keys (moved
+	// to the end as gguf_set_val_* does).
+	added := []gguf.KV{
+		{Key: "general.quantization_version", Value: backend.QuantizationVersion()},
+		{Key: "general.file_type", Value: uint32(opts.FileType)},
+	}
+	if im != nil {
+		added = append(added, imatrixKVs(im)...)
+	}
 	var kvs []gguf.KV
 	for _, kv := range f.KVs {
 		switch kv.Key {
-		case "general.quantization_version", "general.file_type", "split.no", "split.count", "split.tensors.count":
+		case "split.no", "split.count", "split.tensors.count":
+			continue
+		}
+		if slices.ContainsFunc(added, func(a gguf.KV) bool { return a.Key == kv.Key }) {
 			continue
 		}
 		kvs = append(kvs, kv)
 	}
-	kvs = append(kvs,
-		gguf.KV{Key: "general.quantization_version", Value: backend.QuantizationVersion()},
-		gguf.KV{Key: "general.file_type", Value: uint32(opts.FileType)})
+	kvs = append(kvs, added...)
 
 	ts := append([]gguf.TensorInfo(nil), f.Tensors...)
 	sortTensors(ts)
-	c := &chooser{hp: hp, ftype: opts.FileType, opts: opts, tied: true}
+	c := &chooser{hp: hp, ftype: opts.FileType, opts: opts, tied: true, hasImatrix: im != nil}
 	for _, t := range ts {
 		cat := categoryOf(t.Name)
 		if cat.isAttnV() {
@@ -190,7 +284,20 @@ func plan(f *gguf.File, opts Options) ([]gguf.KV, []item, *chooser, error) {
 		if typ != t.Type && isQuantized(t.Type) {
 			return nil, nil, nil, fmt.Errorf("tensor %s is %s: requantizing a quantized tensor is not supported (quantize from F32, F16 or BF16)", t.Name, t.Type)
 		}
-		items[i] = item{in: t, out: out}
+		it := item{in: t, out: out}
+		needs := allowsQuantization(hp.arch, t) && requiresImatrix(t.Name, typ, opts.FileType)
+		if im == nil && needs {
+			return nil, nil, nil, fmt.Errorf("%s needs an importance matrix (-imatrix): tensor %s would be %s, which is garbage without one", opts.FileType, t.Name, typ)
+		}
+		if im != nil && typ != t.Type {
+			if it.imatrix, err = im.forTensor(t); err != nil {
+				return nil, nil, nil, err
+			}
+			if it.imatrix == nil && needs {
+				return nil, nil, nil, fmt.Errorf("the importance matrix has no entry for %s, which %s quantizes to %s (garbage without one)", t.Name, opts.FileType, typ)
+			}
+		}
+		items[i] = it
 	}
 	return kvs, items, c, nil
 }

@@ -131,9 +131,10 @@ func fallback(t gguf.TensorInfo, target gguf.TensorType) (gguf.TensorType, bool,
 	}
 	ret := target
 	switch target {
-	case gguf.TensorIQ4XS:
+	case gguf.TensorIQ1S, gguf.TensorIQ1M, gguf.TensorIQ2XXS, gguf.TensorIQ2XS, gguf.TensorIQ2S,
+		gguf.TensorIQ3XXS, gguf.TensorIQ3S, gguf.TensorIQ4XS:
 		ret = gguf.TensorIQ4NL
-	case gguf.TensorQ2K, gguf.TensorQ3K:
+	case gguf.TensorQ2_0, gguf.TensorQ2K, gguf.TensorQ3K, gguf.TensorTQ1_0, gguf.TensorTQ2_0:
 		ret = gguf.TensorQ4_0
 	case gguf.TensorQ4K:
 		ret = gguf.TensorQ5_0
@@ -174,6 +175,9 @@ type chooser struct {
 	iGate     int
 	iUp       int
 	nFallback int
+	// hasImatrix: an importance matrix was given (qs.has_imatrix), which
+	// changes a few choices of the IQ3_XXS, IQ4 and Q4_0/Q5_0 mixes
+	hasImatrix bool
 }
 
 // layerInfo: the layer of an FFN tensor. With experts the layer comes
@@ -198,7 +202,11 @@ func useMoreBits(i, n int) bool { return i < n/8 || i >= 7*n/8 || (i-n/8)%3 == 2
 // typeFor: llama_tensor_get_type for a tensor that allowsQuantization.
 func (c *chooser) typeFor(t gguf.TensorInfo, cat category, def gguf.TensorType) (gguf.TensorType, error) {
 	if c.opts.TokenEmbeddingType != nil && cat == catTokenEmbd {
-		return *c.opts.TokenEmbeddingType, nil
+		// per_layer_token_embd follows -token-embedding-type unless a
+		// -tensor-type pattern names it
+		if t.Name != "per_layer_token_embd.weight" || c.override(t.Name) == nil {
+			return *c.opts.TokenEmbeddingType, nil
+		}
 	}
 	if c.opts.OutputType != nil && cat == catOutput {
 		return *c.opts.OutputType, nil
@@ -207,7 +215,9 @@ func (c *chooser) typeFor(t gguf.TensorInfo, cat category, def gguf.TensorType) 
 		return def, nil
 	}
 	typ := def
-	if !c.opts.Pure {
+	if o := c.override(t.Name); o != nil {
+		typ = o.Type
+	} else if !c.opts.Pure {
 		var err error
 		if typ, err = c.mix(t, cat, typ); err != nil {
 			return 0, err
@@ -220,7 +230,29 @@ func (c *chooser) typeFor(t gguf.TensorInfo, cat category, def gguf.TensorType) 
 	return typ, err
 }
 
-// mix: llama_tensor_get_type_impl for the file types this package writes.
+// override: the first -tensor-type pattern found in name (a regular
+// expression search, as llama.cpp's std::regex_search), or nil.
+func (c *chooser) override(name string) *TensorTypeOverride {
+	for i := range c.opts.TensorTypes {
+		if c.opts.TensorTypes[i].re.MatchString(name) {
+			return &c.opts.TensorTypes[i]
+		}
+	}
+	return nil
+}
+
+// anyOf: ft is one of fts.
+func anyOf(ft FileType, fts ...FileType) bool {
+	for _, f := range fts {
+		if ft == f {
+			return true
+		}
+	}
+	return false
+}
+
+// mix: llama_tensor_get_type_impl, the file type's choice of type for
+// each kind of tensor, branch for branch in llama.cpp's order.
 func (c *chooser) mix(t gguf.TensorInfo, cat category, typ gguf.TensorType) (gguf.TensorType, error) {
 	ft, hp := c.ftype, c.hp
 	falcon := hp.arch == "falcon"
@@ -232,19 +264,77 @@ func (c *chooser) mix(t gguf.TensorInfo, cat category, typ gguf.TensorType) (ggu
 			return gguf.TensorQ8_0, nil
 		}
 	}
+	iq12 := anyOf(ft, MostlyIQ2XXS, MostlyIQ2XS, MostlyIQ1S, MostlyIQ2S, MostlyIQ2M, MostlyIQ1M)
+	iq2sm := anyOf(ft, MostlyIQ2S, MostlyIQ2M)
 	switch {
 	case cat == catOutput || (c.tied && cat == catTokenEmbd):
-		if c.opts.OutputType != nil {
-			return *c.opts.OutputType, nil
+		switch {
+		case c.opts.OutputType != nil:
+			typ = *c.opts.OutputType
+		case ft == MostlyMXFP4MoE:
+			typ = gguf.TensorQ8_0
+		case falcon || t.Shape[0]%blockSize(typ) != 0:
+			typ = gguf.TensorQ8_0
+		case anyOf(ft, MostlyIQ2XXS, MostlyIQ2XS, MostlyIQ3XXS, MostlyIQ1S, MostlyIQ2S, MostlyIQ2M, MostlyIQ1M):
+			typ = gguf.TensorQ5K
+		case typ != gguf.TensorQ8_0:
+			typ = gguf.TensorQ6K
 		}
-		if falcon || t.Shape[0]%blockSize(typ) != 0 {
-			return gguf.TensorQ8_0, nil
+	case ft == MostlyMXFP4MoE:
+		// experts (3-D) MXFP4, the rest Q8_0; bailingmoe3's MLA
+		// projections are 3-D too, so there only the FFN experts
+		expert := len(t.Shape) > 2 && t.Shape[2] > 1
+		if hp.arch == "bailingmoe3" {
+			expert = expert && (cat == catFFNUp || cat == catFFNGate || cat == catFFNDown)
 		}
-		if typ != gguf.TensorQ8_0 {
-			return gguf.TensorQ6K, nil
+		typ = gguf.TensorQ8_0
+		if expert {
+			typ = gguf.TensorMXF4
 		}
 	case cat == catTokenEmbd:
-		// only the IQ, TQ and Q2_0 file types change it
+		switch {
+		case c.opts.TokenEmbeddingType != nil:
+			typ = *c.opts.TokenEmbeddingType
+		case anyOf(ft, MostlyIQ2XXS, MostlyIQ2XS, MostlyIQ1S, MostlyIQ1M):
+			typ = gguf.TensorQ2K
+		case iq2sm || ft == MostlyIQ3XXS:
+			typ = gguf.TensorIQ3S
+		case anyOf(ft, MostlyTQ1_0, MostlyTQ2_0, MostlyQ2_0):
+			typ = gguf.TensorQ4K
+		}
+	case iq12:
+		switch {
+		case cat.isAttnV():
+			switch {
+			case hp.nGQA >= 4 || hp.nExpert >= 4:
+				typ = gguf.TensorQ4K
+			case iq2sm:
+				typ = gguf.TensorIQ3S
+			default:
+				typ = gguf.TensorQ2K
+			}
+			c.iAttnV++
+		case hp.nExpert == 8 && cat == catAttnK:
+			typ = gguf.TensorQ4K
+		case cat == catFFNDown:
+			// the running count, not the layer of the name
+			if c.iDown < hp.nLayer/8 {
+				typ = gguf.TensorQ2K
+				if iq2sm {
+					typ = gguf.TensorIQ3S
+				}
+			}
+			c.iDown++
+		case cat == catAttnOutput:
+			switch {
+			case hp.nExpert == 8:
+				typ = gguf.TensorQ5K
+			case ft == MostlyIQ1S || ft == MostlyIQ1M:
+				typ = gguf.TensorIQ2XXS
+			case iq2sm:
+				typ = gguf.TensorIQ3S
+			}
+		}
 	case cat.isAttnV():
 		switch {
 		case ft == MostlyQ2K:
@@ -252,6 +342,21 @@ func (c *chooser) mix(t gguf.TensorInfo, cat category, typ gguf.TensorType) (ggu
 			if hp.nGQA >= 4 {
 				typ = gguf.TensorQ4K
 			}
+		case ft == MostlyQ2KS && hp.nGQA >= 4:
+			typ = gguf.TensorQ4K
+		case ft == MostlyIQ3XXS:
+			switch {
+			case hp.nGQA >= 4:
+				typ = gguf.TensorQ4K
+			case !c.hasImatrix:
+				typ = gguf.TensorIQ3S
+			default:
+				typ = gguf.TensorIQ3XXS
+			}
+		case (ft == MostlyIQ3XS || ft == MostlyIQ3S) && hp.nGQA >= 4:
+			typ = gguf.TensorQ4K
+		case ft == MostlyIQ3M:
+			typ = gguf.TensorQ4K
 		case ft == MostlyQ3KM:
 			typ = gguf.TensorQ4K
 			if c.iAttnV < 2 {
@@ -274,10 +379,21 @@ func (c *chooser) mix(t gguf.TensorInfo, cat category, typ gguf.TensorType) (ggu
 		}
 		c.iAttnV++
 	case cat == catAttnK:
-		if hp.nExpert == 8 {
+		switch {
+		case hp.nExpert == 8:
 			typ = gguf.TensorQ8_0
+		case ft == MostlyIQ3XS:
+			typ = gguf.TensorIQ3XXS
+		case ft == MostlyIQ3XXS:
+			typ = gguf.TensorIQ2S
 		}
 	case cat == catAttnQ:
+		switch ft {
+		case MostlyIQ3XS:
+			typ = gguf.TensorIQ3XXS
+		case MostlyIQ3XXS:
+			typ = gguf.TensorIQ2S
+		}
 	case cat == catFFNDown:
 		i, err := c.layerInfo(c.iDown, t.Name)
 		if err != nil {
@@ -287,6 +403,15 @@ func (c *chooser) mix(t gguf.TensorInfo, cat category, typ gguf.TensorType) (ggu
 		switch {
 		case ft == MostlyQ2K:
 			typ = gguf.TensorQ3K
+		case ft == MostlyQ2KS:
+			if i < n/8 {
+				typ = gguf.TensorQ4K
+			}
+		case ft == MostlyIQ3XXS && !c.hasImatrix:
+			typ = gguf.TensorQ3K
+			if i < n/8 {
+				typ = gguf.TensorQ4K
+			}
 		case ft == MostlyQ3KM:
 			switch {
 			case i < n/16:
@@ -296,6 +421,8 @@ func (c *chooser) mix(t gguf.TensorInfo, cat category, typ gguf.TensorType) (ggu
 			default:
 				typ = gguf.TensorQ3K
 			}
+		case ft == MostlyIQ3M && (i < n/8 || (hp.nExpert == 8 && useMoreBits(i, n))):
+			typ = gguf.TensorQ4K
 		case ft == MostlyQ3KL:
 			typ = gguf.TensorQ5K
 			if falcon {
@@ -314,26 +441,34 @@ func (c *chooser) mix(t gguf.TensorInfo, cat category, typ gguf.TensorType) (ggu
 			} else if useMoreBits(i, n) {
 				typ = gguf.TensorQ6K
 			}
-		case i < n/8 && (ft == MostlyIQ4NL || ft == MostlyIQ4XS): // (without an imatrix)
+		case i < n/8 && (ft == MostlyIQ4NL || ft == MostlyIQ4XS) && !c.hasImatrix:
 			typ = gguf.TensorQ5K
 		case ft == MostlyQ5KM && useMoreBits(i, n):
 			typ = gguf.TensorQ6K
 		case ft == MostlyQ4KS && !falcon && i < n/8:
 			typ = gguf.TensorQ5K
+		case (ft == MostlyQ4_0 || ft == MostlyQ5_0) && c.hasImatrix && i < n/8:
+			// llama.cpp guards the first ffn_down layers, with an imatrix only
+			typ = gguf.TensorQ4_1
+			if ft == MostlyQ5_0 {
+				typ = gguf.TensorQ5_1
+			}
 		}
 		c.iDown++
 	case cat == catAttnOutput:
 		if !falcon {
 			if hp.nExpert == 8 {
-				switch ft {
-				case MostlyQ2K, MostlyQ3KS, MostlyQ3KM, MostlyIQ4NL, MostlyQ4KS, MostlyQ4KM, MostlyIQ4XS:
+				if anyOf(ft, MostlyQ2K, MostlyIQ3XS, MostlyIQ3XXS, MostlyQ3KS, MostlyQ3KM, MostlyIQ4NL,
+					MostlyQ4KS, MostlyQ4KM, MostlyIQ3S, MostlyIQ3M, MostlyIQ4XS) {
 					typ = gguf.TensorQ5K
 				}
 			} else {
 				switch ft {
 				case MostlyQ2K:
 					typ = gguf.TensorQ3K
-				case MostlyQ3KM:
+				case MostlyIQ3XXS:
+					typ = gguf.TensorIQ3S
+				case MostlyQ3KM, MostlyIQ3M:
 					typ = gguf.TensorQ4K
 				case MostlyQ3KL:
 					typ = gguf.TensorQ5K
@@ -342,17 +477,21 @@ func (c *chooser) mix(t gguf.TensorInfo, cat category, typ gguf.TensorType) (ggu
 		} else if ft == MostlyQ3KL {
 			typ = gguf.TensorQ4K
 		}
-	case cat == catFFNGate:
-		// only IQ3_XS changes it; the layer check still applies
-		if _, err := c.layerInfo(c.iGate, t.Name); err != nil {
+	case cat == catAttnQKV:
+		// unreachable: attn_qkv is attn_v-like and took that branch
+	case cat == catFFNGate, cat == catFFNUp:
+		counter := &c.iGate
+		if cat == catFFNUp {
+			counter = &c.iUp
+		}
+		i, err := c.layerInfo(*counter, t.Name)
+		if err != nil {
 			return 0, err
 		}
-		c.iGate++
-	case cat == catFFNUp:
-		if _, err := c.layerInfo(c.iUp, t.Name); err != nil {
-			return 0, err
+		if ft == MostlyIQ3XS && i >= hp.nLayer/8 && i < 7*hp.nLayer/8 {
+			typ = gguf.TensorIQ3XXS
 		}
-		c.iUp++
+		*counter++
 	}
 	return typ, nil
 }
