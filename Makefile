@@ -171,7 +171,7 @@ test-c: build
 # Packages run one at a time (-p 1): each runs ggml on every core, and
 # ggml's workers spin while they wait, so two packages at once on a 2-core
 # machine slow each other down several times over.
-test-go: build twin-ggml fetch-minilm $(MINILM_GGUF) $(SMALL_MODELS) $(OLLAMA_MODELS) $(GPT2_VOCABS)
+test-go: build twin-ggml fetch-minilm $(MINILM_GGUF) $(SMALL_MODELS) $(OLLAMA_MODELS) $(IMATRIX_FIXTURES) $(GPT2_VOCABS)
 	$(CARGO) build --release --bin ggml-rs-rpc-server
 	cd go && $(GO_ENV) $(GO) vet ./... && GGML_RS_MODELS=$(CURDIR)/$(MODELS_DIR) GGML_RS_VOCABS=$(CURDIR)/$(VOCABS_DIR) \
 	  GGML_RS_MINILM=$(CURDIR)/$(MINILM_GGUF) \
@@ -276,6 +276,18 @@ $(OLLAMA_MODELS): $(MODELS_DIR)/%-ollama.gguf: $(MODELS_DIR)/%.gguf scripts/gen-
 	$(PY) scripts/gen-models.py --layout ollama --force --size small -o $(dir $@) --arch $(call model_arch,$<) --types $(call model_type,$<)
 
 models: $(SMALL_MODELS) $(OLLAMA_MODELS)
+
+# Importance matrices of three small models, in llama-imatrix's GGUF format
+# and the legacy one (scripts/gen-imatrix.py, deterministic): the fixtures
+# of the `ggml-rs quantize -imatrix` sample in make test.
+IMATRIX_FIXTURES := $(foreach m,llama-small-f16 qwen3moe-small-f16 qwen35-small-f16,$(MODELS_DIR)/$(m).imatrix.gguf) \
+	$(MODELS_DIR)/qwen3-small-f16.imatrix.dat
+$(MODELS_DIR)/%.imatrix.gguf: $(MODELS_DIR)/%.gguf scripts/gen-imatrix.py
+	$(MAKE) --no-print-directory $(PY_STAMP)
+	$(PY) scripts/gen-imatrix.py $< $@
+$(MODELS_DIR)/%.imatrix.dat: $(MODELS_DIR)/%.gguf scripts/gen-imatrix.py
+	$(MAKE) --no-print-directory $(PY_STAMP)
+	$(PY) scripts/gen-imatrix.py --legacy $< $@
 
 $(GPT2_VOCABS) &:
 	$(MAKE) --no-print-directory $(PY_STAMP)
