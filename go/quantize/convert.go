@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 
 	"ggmlrs/gguf"
 	"ggmlrs/ml/backend"
@@ -12,11 +13,11 @@ import (
 // slabElements bounds the f32 values of one slab of rows (64 MiB).
 const slabElements = 16 << 20
 
-// quantizeTensor converts a F32/F16/BF16 tensor to its output type a slab
-// of rows at a time, each slab's rows split across threads. Rows are
-// quantized independently (ggml_quantize_chunk), so the bytes do not
-// depend on the split.
-func quantizeTensor(w io.Writer, in io.Reader, it item, threads int) (uint64, error) {
+// quantizeTensor converts a F32/F16/BF16 tensor at offset off of src to
+// its output type a slab of rows at a time, each slab's rows split across
+// threads. Rows are quantized independently (ggml_quantize_chunk), so the
+// bytes do not depend on the split.
+func quantizeTensor(w io.Writer, src *source, off uint64, it item, threads int) (uint64, error) {
 	ncols := it.in.Shape[0]
 	nrows := it.in.Elements() / ncols
 	srcRow, err := it.in.Type.RowSize(ncols)
@@ -32,17 +33,16 @@ func quantizeTensor(w io.Writer, in io.Reader, it item, threads int) (uint64, er
 	}
 	slabRows := max(1, slabElements/ncols)
 	scratch := make([][]float32, threads)
-	buf := make([]byte, min(slabRows, nrows)*srcRow)
 	out := make([]byte, min(slabRows, nrows)*dstRow)
 	var written uint64
 	for r := uint64(0); r < nrows; r += slabRows {
 		rows := min(slabRows, nrows-r)
-		src := buf[:rows*srcRow]
-		if _, err := io.ReadFull(in, src); err != nil {
-			return written, fmt.Errorf("reading: %w", err)
+		in, err := src.bytes(off+r*srcRow, rows*srcRow)
+		if err != nil {
+			return written, err
 		}
 		dst := out[:rows*dstRow]
-		if err := quantizeRows(it.in.Type, it.out.Type, src, dst, ncols, rows, threads, scratch, weights(it, r)); err != nil {
+		if err := quantizeRows(it.in.Type, it.out.Type, in, dst, ncols, rows, threads, scratch, weights(it, r)); err != nil {
 			return written, err
 		}
 		if _, err := w.Write(dst); err != nil {
@@ -74,42 +74,56 @@ func weights(it item, first uint64) rowWeights {
 	}
 }
 
+// chunkElements: the values a worker takes at a time (llama.cpp's
+// chunk_size, rounded to whole rows). Workers take the next chunk as they
+// finish one, so that one slowed by another process does not hold up
+// the rest at the end of the slab.
+const chunkElements = 32 * 512
+
 // quantizeRows converts rows rows of ncols elements from src (type from)
-// to dst (type to), threads goroutines each taking a contiguous share and
-// its f32 buffer from scratch (grown as needed, kept for the next slab),
-// with the importance weights of w (nil: none).
+// to dst (type to), threads goroutines taking chunks of rows in turn, each
+// with its f32 buffer from scratch (grown as needed, kept for the next
+// slab), with the importance weights of w (nil: none).
 func quantizeRows(from, to gguf.TensorType, src, dst []byte, ncols, rows uint64, threads int, scratch [][]float32, w rowWeights) error {
 	srcRow, dstRow := uint64(len(src))/rows, uint64(len(dst))/rows
-	n := min(uint64(threads), rows)
-	per, extra := rows/n, rows%n
+	chunk := max(1, chunkElements/ncols)
+	nchunks := (rows + chunk - 1) / chunk
+	n := min(uint64(threads), nchunks)
 	errs := make([]error, n)
+	var next atomic.Uint64
+	var failed atomic.Bool
 	var wg sync.WaitGroup
-	first := uint64(0)
 	for i := uint64(0); i < n; i++ {
-		cnt := per
-		if i < extra {
-			cnt++
-		}
-		lo, hi := first, first+cnt
-		first = hi
-		wg.Add(1)
-		need := (hi - lo) * ncols
+		need := chunk * ncols
 		if uint64(cap(scratch[i])) < need {
 			scratch[i] = make([]float32, need)
 		}
 		f32 := scratch[i][:need]
+		wg.Add(1)
 		go func(i uint64) {
 			defer wg.Done()
-			if w == nil {
-				errs[i] = convertChunk(from, to, src[lo*srcRow:hi*srcRow], dst[lo*dstRow:hi*dstRow], f32, nil, ncols, hi-lo)
-				return
-			}
-			// one call per expert the share spans
-			for a := lo; a < hi && errs[i] == nil; {
-				im, n := w(a)
-				b := min(hi, a+n)
-				errs[i] = convertChunk(from, to, src[a*srcRow:b*srcRow], dst[a*dstRow:b*dstRow], f32[:(b-a)*ncols], im, ncols, b-a)
-				a = b
+			for !failed.Load() {
+				c := next.Add(1) - 1
+				if c >= nchunks {
+					return
+				}
+				lo, hi := c*chunk, min(rows, (c+1)*chunk)
+				// one call per expert the chunk spans (its own weights)
+				for a := lo; a < hi; {
+					var im []float32
+					b := hi
+					if w != nil {
+						var left uint64
+						im, left = w(a)
+						b = min(hi, a+left)
+					}
+					if err := convertChunk(from, to, src[a*srcRow:b*srcRow], dst[a*dstRow:b*dstRow], f32[:(b-a)*ncols], im, ncols, b-a); err != nil {
+						errs[i] = err
+						failed.Store(true)
+						return
+					}
+					a = b
+				}
 			}
 		}(i)
 	}

@@ -30,11 +30,17 @@ func Run(in, out string, opts Options) (err error) {
 		return fmt.Errorf("%s: %w", in, err)
 	}
 	// Opened again for the data: refuse a path swapped for a pipe meanwhile.
-	src, err := regfile.Open(in)
+	fin, err := regfile.Open(in)
 	if err != nil {
 		return err
 	}
-	defer src.Close()
+	defer fin.Close()
+	st, err := fin.Stat()
+	if err != nil {
+		return err
+	}
+	src := newSource(fin, st.Size())
+	defer src.close()
 
 	tmp, err := os.CreateTemp(filepath.Dir(out), "."+filepath.Base(out)+".tmp*")
 	if err != nil {
@@ -58,7 +64,12 @@ func Run(in, out string, opts Options) (err error) {
 	var sizeIn, sizeOut uint64
 	zeros := make([]byte, Alignment)
 	for i, it := range items {
+		if i+1 < len(items) {
+			next := items[i+1].in
+			src.prefetch(f.DataOffset+next.Offset, next.Size())
+		}
 		n, err := writeTensor(w, src, f.DataOffset, it, opts.Threads)
+		src.release(f.DataOffset+it.in.Offset, it.in.Size())
 		if err != nil {
 			return fmt.Errorf("tensor %s: %w", it.in.Name, err)
 		}
@@ -115,12 +126,27 @@ func samePath(in, out string) error {
 	return nil
 }
 
+// copySlab bounds the bytes of a tensor copied at a time when the input
+// is read rather than mapped.
+const copySlab = 64 << 20
+
 // writeTensor writes one tensor's output data and returns its size.
-func writeTensor(w io.Writer, src *os.File, dataOffset uint64, it item, threads int) (uint64, error) {
-	in := io.NewSectionReader(src, int64(dataOffset+it.in.Offset), int64(it.in.Size()))
+func writeTensor(w io.Writer, src *source, dataOffset uint64, it item, threads int) (uint64, error) {
+	off := dataOffset + it.in.Offset
 	if it.out.Type == it.in.Type {
-		n, err := io.Copy(w, in)
-		return uint64(n), err
+		size := it.in.Size()
+		for done := uint64(0); done < size; {
+			n := min(copySlab, size-done)
+			b, err := src.bytes(off+done, n)
+			if err != nil {
+				return done, err
+			}
+			if _, err := w.Write(b); err != nil {
+				return done, err
+			}
+			done += n
+		}
+		return size, nil
 	}
-	return quantizeTensor(w, in, it, threads)
+	return quantizeTensor(w, src, off, it, threads)
 }
