@@ -87,7 +87,7 @@ var fileTypes = []struct {
 	{MostlyIQ3XXS, "IQ3_XXS", gguf.TensorIQ3XXS, "3.06 bpw, needs -imatrix"},
 	{MostlyIQ3S, "IQ3_S", gguf.TensorIQ3S, "3.44 bpw"},
 	{MostlyIQ3M, "IQ3_M", gguf.TensorIQ3S, "3.66 bpw mix"},
-	{MostlyIQ3XS, "IQ3_XS", gguf.TensorIQ3S, "3.3 bpw mix"},
+	{MostlyIQ3XS, "IQ3_XS", gguf.TensorIQ3S, "3.3 bpw mix, needs -imatrix"},
 	{MostlyQ3KS, "Q3_K_S", gguf.TensorQ3K, "Q3_K"},
 	{MostlyQ3KM, "Q3_K_M", gguf.TensorQ3K, "Q3_K mix"},
 	{MostlyQ3KL, "Q3_K_L", gguf.TensorQ3K, "Q3_K mix, larger"},
