@@ -2,10 +2,13 @@ package quantize
 
 import (
 	"bytes"
+	"encoding/binary"
+	"math"
 	"math/rand"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"ggmlrs/gguf"
@@ -193,5 +196,58 @@ func TestThreadsDoNotChangeTheOutput(t *testing.T) {
 	entries, _ := os.ReadDir(dir)
 	if len(entries) != 2 {
 		t.Errorf("files left in the directory: %v", entries)
+	}
+}
+
+// failingFile fails its writes once limit bytes are written, as a full
+// disk does.
+type failingFile struct {
+	*os.File
+	limit int
+}
+
+func (f *failingFile) Write(b []byte) (int, error) {
+	if len(b) > f.limit {
+		n, _ := f.File.Write(b[:f.limit])
+		f.limit = 0
+		return n, &os.PathError{Op: "write", Path: f.Name(), Err: syscall.ENOSPC}
+	}
+	f.limit -= len(b)
+	return f.File.Write(b)
+}
+
+// TestFullDisk: a write that fails part way (no space left) is the error,
+// and neither the output nor the temporary file is left behind.
+func TestFullDisk(t *testing.T) {
+	in := filepath.Join(t.TempDir(), "in.gguf")
+	b := gguf.NewBuilder()
+	b.Add("general.architecture", "llama")
+	b.Add("llama.block_count", uint32(1))
+	w := make([]byte, 4*256*256)
+	for i := 0; i < len(w); i += 4 {
+		binary.LittleEndian.PutUint32(w[i:], math.Float32bits(float32(i%97)/97))
+	}
+	b.AddTensor("blk.0.attn_q.weight", gguf.TensorF32, []uint64{256, 256}, w)
+	b.AddTensor("blk.0.ffn_up.weight", gguf.TensorF32, []uint64{256, 256}, w)
+	if err := b.WriteFile(in); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	old := createOutput
+	defer func() { createOutput = old }()
+	createOutput = func(d, pattern string) (outputFile, error) {
+		f, err := os.CreateTemp(d, pattern)
+		if err != nil {
+			return nil, err
+		}
+		return &failingFile{File: f, limit: 50000}, nil
+	}
+	out := filepath.Join(dir, "out.gguf")
+	err := Run(in, out, Options{FileType: MostlyQ8_0, Threads: 2})
+	if err == nil || !strings.Contains(err.Error(), "no space left on device") {
+		t.Fatalf("error %v, want the write's ENOSPC", err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("left behind: %v", entries)
 	}
 }

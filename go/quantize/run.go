@@ -42,7 +42,7 @@ func Run(in, out string, opts Options) (err error) {
 	src := newSource(fin, st.Size())
 	defer src.close()
 
-	tmp, err := os.CreateTemp(filepath.Dir(out), "."+filepath.Base(out)+".tmp*")
+	tmp, err := createOutput(filepath.Dir(out), "."+filepath.Base(out)+".tmp*")
 	if err != nil {
 		return fmt.Errorf("cannot write %s: %w", out, err)
 	}
@@ -104,6 +104,18 @@ func Run(in, out string, opts Options) (err error) {
 	}
 	return nil
 }
+
+// outputFile is what Run writes the output through: the temporary file.
+type outputFile interface {
+	io.Writer
+	Sync() error
+	Close() error
+	Name() string
+}
+
+// createOutput creates the temporary output file (a variable so that a
+// test can make its writes fail as on a full disk).
+var createOutput = func(dir, pattern string) (outputFile, error) { return os.CreateTemp(dir, pattern) }
 
 func mib(n uint64) float64 { return float64(n) / (1 << 20) }
 
