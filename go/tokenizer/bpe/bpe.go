@@ -58,8 +58,10 @@ type Tokenizer struct {
 	special      []special.Token // control, unknown and user-defined tokens, longest first
 	BOS          int32           // -1: none
 	EOS          int32
-	AddBOS       bool // Encode with special adds BOS
-	AddEOS       bool // and EOS
+	AddBOS       bool           // Encode with special adds BOS
+	AddEOS       bool           // and EOS
+	eog          map[int32]bool // end-of-generation tokens besides EOS (markEOG)
+	ownTypes     bool           // types is a copy of New's argument
 }
 
 // New builds a tokenizer. types may be nil (all normal); pre names the
@@ -72,6 +74,7 @@ func New(tokens []string, types []int32, merges []string, pre string) (*Tokenize
 		ranks: make(map[[2]string]int, len(merges)), BOS: -1, EOS: -1}
 	spec, _ := pres(pre)
 	t.pre, t.ignoreMerges, t.AddBOS = spec.pretokenizer(), spec.ignoreMerges, spec.addBOS
+	t.markEOG()
 	for i, s := range tokens {
 		// llama.cpp refuses duplicates; the last one wins here.
 		t.vocab[s] = int32(i)
@@ -208,17 +211,7 @@ func (t *Tokenizer) DecodeBytes(ids []int32) []byte {
 // Decode is the text of ids.
 func (t *Tokenizer) Decode(ids []int32) string { return string(t.DecodeBytes(ids)) }
 
-// IsEOG reports whether id ends generation (EOS or a control token
-// named like an end-of-turn).
-func (t *Tokenizer) IsEOG(id int32) bool {
-	if id == t.EOS {
-		return true
-	}
-	if id >= 0 && int(id) < len(t.tokens) && t.typ(id) == TypeControl {
-		switch t.tokens[id] {
-		case "<|eot_id|>", "<|im_end|>", "<|endoftext|>", "<|end_of_text|>", "<|eom_id|>":
-			return true
-		}
-	}
-	return false
-}
+// IsEOG reports whether id ends generation: EOS, or one of the tokens
+// llama.cpp's loader marks (an end-of-turn such as <|im_end|>, <|eot_id|>,
+// <|end|>, gpt-oss's <|return|> and <|call|>; see markEOG).
+func (t *Tokenizer) IsEOG(id int32) bool { return id == t.EOS || t.eog[id] }
