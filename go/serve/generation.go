@@ -15,6 +15,11 @@ type generation struct {
 	opts   genOptions
 	start  time.Time
 	tokens []int32 // the prompt's
+	// split, when set, separates the reasoning from the answer in the
+	// events next returns; done holds the final event while the
+	// splitter's last text goes out.
+	split splitter
+	done  *event
 }
 
 // startGeneration tokenizes text (after the tokens of an earlier context,
@@ -49,25 +54,43 @@ func (s *Server) startGeneration(r *http.Request, l *loaded, before []int32, tex
 // the engine ends the sequence at its next step; the handler returns at
 // once.
 func (g *generation) next(r *http.Request) (event, bool) {
-	select {
-	case e := <-g.req.events:
+	if g.done != nil {
+		e := *g.done
+		g.done = nil
 		return e, true
+	}
+	var e event
+	select {
+	case e = <-g.req.events:
 	case <-r.Context().Done():
 		return event{}, false
 	}
+	if g.split != nil {
+		if !e.done {
+			e.thinking, e.text = g.split.add(e.text)
+		} else if th, co := g.split.flush(); e.err == nil && (th != "" || co != "") {
+			g.done = &e
+			return event{thinking: th, text: co}, true
+		}
+	}
+	return e, true
 }
 
+// reply is a whole generation's text: its reasoning and its answer.
+type reply struct{ thinking, text string }
+
 // collect reads the whole generation (non-streaming replies).
-func (g *generation) collect(r *http.Request) (string, event, error) {
-	var text []byte
+func (g *generation) collect(r *http.Request) (reply, event, error) {
+	var text, thinking []byte
 	for {
 		e, ok := g.next(r)
 		if !ok {
-			return "", e, r.Context().Err()
+			return reply{}, e, r.Context().Err()
 		}
 		text = append(text, e.text...)
+		thinking = append(thinking, e.thinking...)
 		if e.done {
-			return string(text), e, e.err
+			return reply{string(thinking), string(text)}, e, e.err
 		}
 	}
 }

@@ -68,6 +68,7 @@ type generateResponse struct {
 	Model      string  `json:"model"`
 	CreatedAt  string  `json:"created_at"`
 	Response   string  `json:"response"`
+	Thinking   string  `json:"thinking,omitempty"`
 	Done       bool    `json:"done"`
 	DoneReason string  `json:"done_reason,omitempty"`
 	Context    []int32 `json:"context,omitempty"`
@@ -161,7 +162,12 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request) {
 	}
 	defer s.reg.release(l, keep)
 	text := req.Prompt
+	var split splitter
 	if !req.Raw && l.prompts != nil {
+		if err := l.prompts.checkThink(req.Model, think); err != nil {
+			fail(w, r, err)
+			return
+		}
 		var msgs []message
 		if req.System != "" {
 			msgs = append(msgs, message{Role: "system", Content: req.System})
@@ -171,29 +177,32 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request) {
 			fail(w, r, badRequest("chat template: %v", err))
 			return
 		}
+		split = newSplitter(l.prompts.style, think, text)
 	}
 	g, err := s.startGeneration(r, l, req.Context, text, opts, start)
 	if err != nil {
 		fail(w, r, err)
 		return
 	}
+	g.split = split
 	final := func(e event) generateResponse {
 		return generateResponse{Model: req.Model, CreatedAt: now(), Done: true, DoneReason: e.reason,
 			Context: append(append([]int32(nil), g.tokens...), e.tokens...), metrics: newMetrics(g, e, l.loadDur)}
 	}
 	if !streaming(req.Stream) {
-		text, e, err := g.collect(r)
+		out, e, err := g.collect(r)
 		if err != nil {
 			fail(w, r, err)
 			return
 		}
 		resp := final(e)
-		resp.Response = text
+		resp.Response, resp.Thinking = out.text, out.thinking
 		writeJSON(w, http.StatusOK, resp)
 		return
 	}
-	streamOllama(w, r, g, func(text string) any { return generateResponse{Model: req.Model, CreatedAt: now(), Response: text} },
-		func(e event) any { return final(e) })
+	streamOllama(w, r, g, func(e event) any {
+		return generateResponse{Model: req.Model, CreatedAt: now(), Response: e.text, Thinking: e.thinking}
+	}, func(e event) any { return final(e) })
 }
 
 // ollamaSettings reads what generate and chat both take: think,
@@ -216,7 +225,7 @@ func (s *Server) ollamaSettings(thinkRaw, keepRaw json.RawMessage, options map[s
 
 // streamOllama sends a generation as newline-delimited JSON: a line per
 // piece of text, then the final line (or an error line).
-func streamOllama(w http.ResponseWriter, r *http.Request, g *generation, piece func(string) any, final func(event) any) {
+func streamOllama(w http.ResponseWriter, r *http.Request, g *generation, piece func(event) any, final func(event) any) {
 	st := newStreamer(w, false)
 	for {
 		e, ok := g.next(r)
@@ -231,7 +240,10 @@ func streamOllama(w http.ResponseWriter, r *http.Request, g *generation, piece f
 			st.send(final(e))
 			return
 		}
-		if st.send(piece(e.text)) != nil {
+		if e.text == "" && e.thinking == "" {
+			continue // all held by the splitter
+		}
+		if st.send(piece(e)) != nil {
 			return
 		}
 	}
@@ -329,6 +341,10 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		fail(w, r, badRequest("model %s is an embedding model: it does not chat (use /api/embed)", l.file.name))
 		return
 	}
+	if err := l.prompts.checkThink(req.Model, think); err != nil {
+		fail(w, r, err)
+		return
+	}
 	text, err := l.prompts.chat(msgs, think)
 	if err != nil {
 		fail(w, r, badRequest("chat template: %v", err))
@@ -339,22 +355,23 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		fail(w, r, err)
 		return
 	}
-	final := func(e event, content string) chatResponse {
-		return chatResponse{Model: req.Model, CreatedAt: now(), Message: chatMessage{Role: "assistant", Content: content},
+	g.split = newSplitter(l.prompts.style, think, text)
+	final := func(e event, out reply) chatResponse {
+		return chatResponse{Model: req.Model, CreatedAt: now(), Message: chatMessage{Role: "assistant", Content: out.text, Thinking: out.thinking},
 			Done: true, DoneReason: e.reason, metrics: newMetrics(g, e, l.loadDur)}
 	}
 	if !streaming(req.Stream) {
-		text, e, err := g.collect(r)
+		out, e, err := g.collect(r)
 		if err != nil {
 			fail(w, r, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, final(e, text))
+		writeJSON(w, http.StatusOK, final(e, out))
 		return
 	}
-	streamOllama(w, r, g, func(text string) any {
-		return chatResponse{Model: req.Model, CreatedAt: now(), Message: chatMessage{Role: "assistant", Content: text}}
-	}, func(e event) any { return final(e, "") })
+	streamOllama(w, r, g, func(e event) any {
+		return chatResponse{Model: req.Model, CreatedAt: now(), Message: chatMessage{Role: "assistant", Content: e.text, Thinking: e.thinking}}
+	}, func(e event) any { return final(e, reply{}) })
 }
 
 // --- embeddings -----------------------------------------------------------
@@ -610,6 +627,13 @@ func (s *Server) show(w http.ResponseWriter, r *http.Request) {
 		info[kv.Key] = v
 	}
 	caps := []string{"completion"}
+	tmpl := f.template
+	if s.cfg.ChatTemplate != "" {
+		tmpl = s.cfg.ChatTemplate
+	}
+	if styleOf(tmpl) != noThinking {
+		caps = append(caps, "thinking")
+	}
 	if isEmbedding(f.arch) {
 		caps = []string{"embedding"}
 	}

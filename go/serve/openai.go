@@ -134,6 +134,31 @@ func finishReason(reason string) string {
 type oaiMessage struct {
 	Role    string `json:"role,omitempty"`
 	Content string `json:"content"`
+	// Reasoning: the model's reasoning, apart from its answer (Ollama's
+	// field in its OpenAI API).
+	Reasoning string `json:"reasoning,omitempty"`
+}
+
+// oaiThink reads reasoning_effort (or Ollama's reasoning.effort) as
+// Ollama's think: "none" off, "low"/"medium"/"high" on, absent the
+// model's default.
+func oaiThink(effort string, reasoning *struct {
+	Effort string `json:"effort"`
+}) (*bool, error) {
+	if effort == "" && reasoning != nil {
+		effort = reasoning.Effort
+	}
+	switch effort {
+	case "":
+		return nil, nil
+	case "none":
+		f := false
+		return &f, nil
+	case "low", "medium", "high", "minimal":
+		t := true
+		return &t, nil
+	}
+	return nil, badRequest("reasoning_effort %q: one of none, low, medium, high", effort)
 }
 
 // oaiContent reads a message's content: a string, or a list of parts of
@@ -172,12 +197,21 @@ func (s *Server) oaiChat(w http.ResponseWriter, r *http.Request) {
 			Content   json.RawMessage   `json:"content"`
 			ToolCalls []json.RawMessage `json:"tool_calls"`
 		} `json:"messages"`
+		ReasoningEffort string `json:"reasoning_effort"`
+		Reasoning       *struct {
+			Effort string `json:"effort"`
+		} `json:"reasoning"`
 	}
 	if err := decodeBody(r, &req); err != nil {
 		fail(w, r, err)
 		return
 	}
 	opts, err := req.options()
+	if err != nil {
+		fail(w, r, err)
+		return
+	}
+	think, err := oaiThink(req.ReasoningEffort, req.Reasoning)
 	if err != nil {
 		fail(w, r, err)
 		return
@@ -214,7 +248,11 @@ func (s *Server) oaiChat(w http.ResponseWriter, r *http.Request) {
 		fail(w, r, badRequest("model %s is an embedding model: it does not chat (use /v1/embeddings)", l.file.name))
 		return
 	}
-	text, err := l.prompts.chat(msgs, nil)
+	if err := l.prompts.checkThink(req.Model, think); err != nil {
+		fail(w, r, err)
+		return
+	}
+	text, err := l.prompts.chat(msgs, think)
 	if err != nil {
 		fail(w, r, badRequest("chat template: %v", err))
 		return
@@ -224,16 +262,17 @@ func (s *Server) oaiChat(w http.ResponseWriter, r *http.Request) {
 		fail(w, r, err)
 		return
 	}
+	g.split = newSplitter(l.prompts.style, think, text)
 	id, created := newID("chatcmpl-"), start.Unix()
 	if !req.Stream {
-		text, e, err := g.collect(r)
+		out, e, err := g.collect(r)
 		if err != nil {
 			fail(w, r, err)
 			return
 		}
 		writeJSON(w, http.StatusOK, map[string]any{
 			"id": id, "object": "chat.completion", "created": created, "model": req.Model, "system_fingerprint": "ggml-rs",
-			"choices": []any{map[string]any{"index": 0, "message": oaiMessage{Role: "assistant", Content: text},
+			"choices": []any{map[string]any{"index": 0, "message": oaiMessage{Role: "assistant", Content: out.text, Reasoning: out.thinking},
 				"finish_reason": finishReason(e.reason), "logprobs": nil}},
 			"usage": usage(e),
 		})
@@ -248,7 +287,7 @@ func (s *Server) oaiChat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.oaiStream(r, st, g, req.StreamOptions != nil && req.StreamOptions.IncludeUsage,
-		func(text string) any { return chunk(oaiMessage{Content: text}, nil) },
+		func(e event) any { return chunk(oaiMessage{Content: e.text, Reasoning: e.thinking}, nil) },
 		func(e event) any { return chunk(map[string]any{}, finishReason(e.reason)) },
 		func(e event) any {
 			return map[string]any{"id": id, "object": "chat.completion.chunk", "created": created, "model": req.Model,
@@ -259,7 +298,7 @@ func (s *Server) oaiChat(w http.ResponseWriter, r *http.Request) {
 // oaiStream sends a generation as server-sent events: a chunk per piece
 // of text, the finish chunk, the usage chunk when asked for, then [DONE].
 // An error after the stream began is sent as an error event.
-func (s *Server) oaiStream(r *http.Request, st *streamer, g *generation, withUsage bool, piece func(string) any, finish, usageChunk func(event) any) {
+func (s *Server) oaiStream(r *http.Request, st *streamer, g *generation, withUsage bool, piece, finish, usageChunk func(event) any) {
 	for {
 		e, ok := g.next(r)
 		if !ok {
@@ -278,7 +317,10 @@ func (s *Server) oaiStream(r *http.Request, st *streamer, g *generation, withUsa
 			st.done()
 			return
 		}
-		if st.send(piece(e.text)) != nil {
+		if e.text == "" && e.thinking == "" {
+			continue // all held by the splitter
+		}
+		if st.send(piece(e)) != nil {
 			return
 		}
 	}
@@ -342,19 +384,19 @@ func (s *Server) oaiCompletions(w http.ResponseWriter, r *http.Request) {
 			"choices": []any{map[string]any{"index": 0, "text": text, "finish_reason": finish, "logprobs": nil}}}
 	}
 	if !req.Stream {
-		text, e, err := g.collect(r)
+		out, e, err := g.collect(r)
 		if err != nil {
 			fail(w, r, err)
 			return
 		}
-		resp := choice(text, finishReason(e.reason))
+		resp := choice(out.text, finishReason(e.reason))
 		resp["usage"] = usage(e)
 		writeJSON(w, http.StatusOK, resp)
 		return
 	}
 	st := newStreamer(w, true)
 	s.oaiStream(r, st, g, req.StreamOptions != nil && req.StreamOptions.IncludeUsage,
-		func(text string) any { return choice(text, nil) },
+		func(e event) any { return choice(e.text, nil) },
 		func(e event) any { return choice("", finishReason(e.reason)) },
 		func(e event) any {
 			return map[string]any{"id": id, "object": "text_completion", "created": created, "model": req.Model, "choices": []any{}, "usage": usage(e)}

@@ -20,6 +20,7 @@ type message struct {
 // fallback).
 type promptMaker struct {
 	t              *chat.Template
+	style          thinkStyle // how the template marks reasoning
 	bos, eos       string
 	addBOS, addEOS bool // the tokenizer adds them (so a template's own are cut)
 }
@@ -42,7 +43,7 @@ func newPromptMaker(f *modelFile, override string, c fs.Config, tok decoder.Toke
 		}
 		return -1
 	}
-	p := &promptMaker{t: t}
+	p := &promptMaker{t: t, style: styleOf(src)}
 	bos, eos := id("tokenizer.ggml.bos_token_id"), id("tokenizer.ggml.eos_token_id")
 	if bos >= 0 {
 		p.bos = tokens[bos]
@@ -76,4 +77,13 @@ func (p *promptMaker) chat(msgs []message, think *bool) (string, error) {
 		return "", err
 	}
 	return text + prefill, nil
+}
+
+// checkThink refuses think: true for a model whose template has no
+// reasoning (Ollama's 400 "does not support thinking").
+func (p *promptMaker) checkThink(model string, think *bool) error {
+	if think != nil && *think && p.style == noThinking {
+		return badRequest("%q does not support thinking", model)
+	}
+	return nil
 }

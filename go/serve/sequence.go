@@ -23,8 +23,9 @@ type genRequest struct {
 
 // event is a piece of a generation's text, or its end.
 type event struct {
-	text string
-	done bool
+	text     string
+	thinking string // with a splitter (generation.split): the reasoning of text
+	done     bool
 	// With done: why it ended ("stop", "length", or "" with err), and its
 	// counts and times.
 	reason string

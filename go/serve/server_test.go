@@ -15,6 +15,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 
 	"ggmlrs/ml"
 	"ggmlrs/ml/backend"
@@ -288,7 +289,9 @@ func TestChatTemplates(t *testing.T) {
 				opts := `"options":{"temperature":0,"num_predict":8}`
 				code, b := post(t, url+"/api/chat", fmt.Sprintf(`{"model":"qwen3-small-q8_0","messages":%s,"stream":false,%s}`, msgs, opts))
 				var chat struct {
-					Message         message
+					Message struct {
+						Content, Thinking string
+					}
 					PromptEvalCount int `json:"prompt_eval_count"`
 				}
 				if code != 200 || json.Unmarshal(b, &chat) != nil {
@@ -303,9 +306,19 @@ func TestChatTemplates(t *testing.T) {
 				if code != 200 || json.Unmarshal(b, &gen) != nil {
 					t.Fatalf("%s raw: %d %s", c.Name, code, b)
 				}
-				if chat.Message.Content != gen.Response || chat.PromptEvalCount != gen.PromptEvalCount {
+				// A template that opens the reasoning (Qwen3.5: the prompt
+				// ends with <think>) makes the text reasoning, white space
+				// before it dropped; raw, it is all response.
+				got, wantText := chat.Message.Content, gen.Response
+				if strings.HasSuffix(strings.TrimSpace(want), "<think>") {
+					got, wantText = chat.Message.Thinking, strings.TrimLeftFunc(gen.Response, unicode.IsSpace)
+					if chat.Message.Content != "" {
+						t.Errorf("%s: content %q beside the reasoning", c.Name, chat.Message.Content)
+					}
+				}
+				if got != wantText || chat.PromptEvalCount != gen.PromptEvalCount {
 					t.Fatalf("%s: chat %q from %d prompt tokens, llama.cpp's rendering sent raw %q from %d",
-						c.Name, chat.Message.Content, chat.PromptEvalCount, gen.Response, gen.PromptEvalCount)
+						c.Name, got, chat.PromptEvalCount, gen.Response, gen.PromptEvalCount)
 				}
 				code, b = post(t, url+"/v1/chat/completions", fmt.Sprintf(`{"model":"qwen3-small-q8_0","messages":%s,"max_tokens":8,"temperature":0}`, msgs))
 				if code != 200 || !strings.Contains(string(b), fmt.Sprintf(`"prompt_tokens":%d`, gen.PromptEvalCount)) {
@@ -355,5 +368,70 @@ func TestKeepAlive(t *testing.T) {
 	code, b = post(t, url+"/api/generate", `{"model":"qwen3-small-q8_0","keep_alive":0}`)
 	if code != 200 || !strings.Contains(string(b), `"done_reason":"unload"`) || running() != 0 {
 		t.Fatalf("unload: %d %s", code, b)
+	}
+}
+
+// TestThinking: a template that opens the reasoning makes the generated
+// text the "thinking" of /api/chat and /api/generate and the "reasoning"
+// of /v1/chat/completions, streamed or not; think: true on a model whose
+// template has none is a 400; /api/show lists the capability.
+func TestThinking(t *testing.T) {
+	tmpl := "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}" +
+		"{% if add_generation_prompt %}<|im_start|>assistant\n{% if enable_thinking is not defined or enable_thinking %}<think>\n" +
+		"{% else %}<think>\n\n</think>\n\n{% endif %}{% endif %}"
+	_, url := newTestServer(t, Config{Parallel: 2, Context: 512, ChatTemplate: tmpl}, modelPath(t, "qwen3-small-q8_0"))
+	opts := `"options":{"temperature":0,"num_predict":6}`
+	msgs := `[{"role":"user","content":"hi"}]`
+	var chat struct {
+		Message struct{ Content, Thinking string }
+	}
+	code, b := post(t, url+"/api/chat", `{"model":"qwen3-small-q8_0","messages":`+msgs+`,"stream":false,`+opts+`}`)
+	if code != 200 || json.Unmarshal(b, &chat) != nil || chat.Message.Thinking == "" || chat.Message.Content != "" {
+		t.Fatalf("chat: %d %s", code, b)
+	}
+	// streamed: the pieces of thinking add up to the same
+	code, b = post(t, url+"/api/chat", `{"model":"qwen3-small-q8_0","messages":`+msgs+`,`+opts+`}`)
+	var streamed string
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var c struct {
+			Message struct{ Content, Thinking string }
+		}
+		if json.Unmarshal([]byte(line), &c) != nil || c.Message.Content != "" {
+			t.Fatalf("streamed chat line %q", line)
+		}
+		streamed += c.Message.Thinking
+	}
+	if code != 200 || streamed != chat.Message.Thinking {
+		t.Errorf("streamed thinking %q, whole %q", streamed, chat.Message.Thinking)
+	}
+	// think: false closes the reasoning in the prompt: all answer
+	code, b = post(t, url+"/api/chat", `{"model":"qwen3-small-q8_0","messages":`+msgs+`,"think":false,"stream":false,`+opts+`}`)
+	chat.Message.Content, chat.Message.Thinking = "", ""
+	if code != 200 || json.Unmarshal(b, &chat) != nil || chat.Message.Thinking != "" || chat.Message.Content == "" {
+		t.Fatalf("think false: %d %s", code, b)
+	}
+	code, b = post(t, url+"/v1/chat/completions", `{"model":"qwen3-small-q8_0","messages":`+msgs+`,"max_tokens":6,"temperature":0}`)
+	var oai struct {
+		Choices []struct {
+			Message struct{ Content, Reasoning string }
+		}
+	}
+	if code != 200 || json.Unmarshal(b, &oai) != nil || len(oai.Choices) != 1 || oai.Choices[0].Message.Reasoning == "" {
+		t.Fatalf("openai: %d %s", code, b)
+	}
+	code, b = post(t, url+"/v1/chat/completions", `{"model":"qwen3-small-q8_0","messages":`+msgs+`,"reasoning_effort":"extreme"}`)
+	if code != 400 || !strings.Contains(string(b), "reasoning_effort") {
+		t.Errorf("bad reasoning_effort: %d %s", code, b)
+	}
+	code, b = post(t, url+"/api/show", `{"model":"qwen3-small-q8_0"}`)
+	if code != 200 || !strings.Contains(string(b), `"thinking"`) {
+		t.Errorf("show: %d %s", code, b)
+	}
+
+	// the ChatML fallback has no reasoning
+	_, url2 := newTestServer(t, Config{Parallel: 1, Context: 256}, modelPath(t, "qwen3-small-q8_0"))
+	code, b = post(t, url2+"/api/chat", `{"model":"qwen3-small-q8_0","messages":`+msgs+`,"think":true}`)
+	if code != 400 || !strings.Contains(string(b), "does not support thinking") {
+		t.Errorf("think on a model without: %d %s", code, b)
 	}
 }
