@@ -2,7 +2,6 @@ package quantize
 
 import (
 	"fmt"
-	"io"
 	"sync"
 	"sync/atomic"
 
@@ -17,7 +16,7 @@ const slabElements = 16 << 20
 // its output type a slab of rows at a time, each slab's rows split across
 // threads. Rows are quantized independently (ggml_quantize_chunk), so the
 // bytes do not depend on the split.
-func quantizeTensor(w io.Writer, src *source, off uint64, it item, threads int) (uint64, error) {
+func quantizeTensor(snk *sink, src *source, off uint64, it item, threads int) (uint64, error) {
 	ncols := it.in.Shape[0]
 	nrows := it.in.Elements() / ncols
 	srcRow, err := it.in.Type.RowSize(ncols)
@@ -33,7 +32,6 @@ func quantizeTensor(w io.Writer, src *source, off uint64, it item, threads int) 
 	}
 	slabRows := max(1, slabElements/ncols)
 	scratch := make([][]float32, threads)
-	out := make([]byte, min(slabRows, nrows)*dstRow)
 	var written uint64
 	for r := uint64(0); r < nrows; r += slabRows {
 		rows := min(slabRows, nrows-r)
@@ -41,11 +39,11 @@ func quantizeTensor(w io.Writer, src *source, off uint64, it item, threads int) 
 		if err != nil {
 			return written, err
 		}
-		dst := out[:rows*dstRow]
+		dst := snk.buffer(int(rows * dstRow))
 		if err := quantizeRows(it.in.Type, it.out.Type, in, dst, ncols, rows, threads, scratch, weights(it, r)); err != nil {
 			return written, err
 		}
-		if _, err := w.Write(dst); err != nil {
+		if err := snk.send(dst, true, nil); err != nil {
 			return written, err
 		}
 		written += uint64(len(dst))

@@ -63,18 +63,26 @@ func Run(in, out string, opts Options) (err error) {
 	t0 := time.Now()
 	var sizeIn, sizeOut uint64
 	zeros := make([]byte, Alignment)
+	snk := newSink(w)
+	fail := func(err error) error {
+		// the writer's own error, when it is why we stopped
+		if werr := snk.close(); werr != nil && (err == nil || errors.Is(err, errSinkFailed)) {
+			return fmt.Errorf("writing %s: %w", out, werr)
+		}
+		return err
+	}
 	for i, it := range items {
 		if i+1 < len(items) {
 			next := items[i+1].in
 			src.prefetch(f.DataOffset+next.Offset, next.Size())
 		}
-		n, err := writeTensor(w, src, f.DataOffset, it, opts.Threads)
-		src.release(f.DataOffset+it.in.Offset, it.in.Size())
+		n, err := writeTensor(snk, src, f.DataOffset, it, opts.Threads)
 		if err != nil {
-			return fmt.Errorf("tensor %s: %w", it.in.Name, err)
+			return fail(fmt.Errorf("tensor %s: %w", it.in.Name, err))
 		}
-		if _, err := w.Write(zeros[:gguf.Padding(n, Alignment)]); err != nil {
-			return fmt.Errorf("writing %s: %w", out, err)
+		off, size := f.DataOffset+it.in.Offset, it.in.Size()
+		if err := snk.send(zeros[:gguf.Padding(n, Alignment)], false, func() { src.release(off, size) }); err != nil {
+			return fail(err)
 		}
 		sizeIn += it.in.Size()
 		sizeOut += n
@@ -82,6 +90,9 @@ func Run(in, out string, opts Options) (err error) {
 			fmt.Fprintf(opts.Progress, "[%4d/%4d] %-36s %-22s %6s -> %-6s %8.3f MiB -> %8.3f MiB\n",
 				i+1, len(items), it.in.Name, fmt.Sprint(it.in.Shape), it.in.Type, it.out.Type, mib(it.in.Size()), mib(n))
 		}
+	}
+	if err := snk.close(); err != nil {
+		return fmt.Errorf("writing %s: %w", out, err)
 	}
 	if err := w.Flush(); err != nil {
 		return fmt.Errorf("writing %s: %w", out, err)
@@ -142,8 +153,8 @@ func samePath(in, out string) error {
 // is read rather than mapped.
 const copySlab = 64 << 20
 
-// writeTensor writes one tensor's output data and returns its size.
-func writeTensor(w io.Writer, src *source, dataOffset uint64, it item, threads int) (uint64, error) {
+// writeTensor queues one tensor's output data on snk and returns its size.
+func writeTensor(snk *sink, src *source, dataOffset uint64, it item, threads int) (uint64, error) {
 	off := dataOffset + it.in.Offset
 	if it.out.Type == it.in.Type {
 		size := it.in.Size()
@@ -153,12 +164,17 @@ func writeTensor(w io.Writer, src *source, dataOffset uint64, it item, threads i
 			if err != nil {
 				return done, err
 			}
-			if _, err := w.Write(b); err != nil {
+			lent := false
+			if !src.mapped() {
+				// the read buffer is reused at the next read: copy it
+				b, lent = append(snk.buffer(0), b...), true
+			}
+			if err := snk.send(b, lent, nil); err != nil {
 				return done, err
 			}
 			done += n
 		}
 		return size, nil
 	}
-	return quantizeTensor(w, src, off, it, threads)
+	return quantizeTensor(snk, src, off, it, threads)
 }

@@ -31,7 +31,10 @@ func newSource(f *os.File, size int64) *source {
 	return s
 }
 
-// bytes returns n bytes at off (valid until the next call).
+// mapped reports whether the file is mapped (bytes then stay valid).
+func (s *source) mapped() bool { return s.data != nil }
+
+// bytes returns n bytes at off (valid until the next call, when not mapped).
 func (s *source) bytes(off, n uint64) ([]byte, error) {
 	if s.data != nil {
 		if off+n > uint64(len(s.data)) || off+n < off {
