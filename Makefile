@@ -93,8 +93,9 @@ vulkan-build: vulkan-deps $(GGML_STAMP)
 # Go tests built with -tags ggml_vulkan (device, placement and memory per
 # device with and without an RPC server, every architecture on the device).
 # The parity test against llama.cpp on Vulkan (tests/golden/vulkan) is
-# test-vulkan-parity, not yet in make test: on lavapipe, prompts of 32+
-# rows corrupted memory and crashed (docs/design.md, "Vulkan").
+# test-vulkan-parity, not in make test: since ggml patch 10 it runs without
+# a crash, but ours still differs from llama.cpp in most half-layer runs
+# (docs/design.md, "Vulkan").
 VK_GO_PKGS := ./ml/backend ./model
 test-vulkan: vulkan-build $(SMALL_MODELS)
 	$(CARGO) build --release --bin ggml-rs-rpc-server
@@ -156,7 +157,7 @@ $(MINILM_GGUF): $(MINILM_DIR)/model.safetensors go/model/bert/convert.go go/gguf
 
 # --- tests ---------------------------------------------------------------------
 
-test: build check-header check-symbols test-rust test-c test-go test-clients
+test: build check-header check-symbols test-rust test-c test-go test-clients test-vulkan
 
 test-rust: $(GGML_STAMP)
 	$(CARGO) test --release -p ggml-rs
