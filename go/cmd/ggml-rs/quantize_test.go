@@ -95,7 +95,14 @@ func TestQuantizeMatchesLlamaCpp(t *testing.T) {
 				if err := os.WriteFile(filepath.Join(dir, c.imatrix), data, 0o644); err != nil {
 					t.Fatal(err)
 				}
-				t.Chdir(dir)
+				wd, err := os.Getwd()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Chdir(dir); err != nil {
+					t.Fatal(err)
+				}
+				defer os.Chdir(wd)
 				args = append(args, "-imatrix", c.imatrix)
 			}
 			if status, _, stderr := capture(t, append(args, in, out)...); status != 0 {
