@@ -121,6 +121,11 @@ MODELS_DIR := .cache/models
 MODEL_ARCHS := llama qwen3 qwen3moe gpt-oss qwen3next qwen35 qwen35moe
 SMALL_MODELS := $(foreach a,$(MODEL_ARCHS),$(foreach t,f16 q8_0 q4_0,$(MODELS_DIR)/$(a)-small-$(t).gguf)) \
 	$(foreach a,qwen3next qwen35 qwen35moe,$(MODELS_DIR)/$(a)-small-f32.gguf)
+# Importance matrices of three small models, in llama-imatrix's GGUF format
+# and the legacy one (scripts/gen-imatrix.py, deterministic): the fixtures
+# of the `ggml-rs quantize -imatrix` sample in make test.
+IMATRIX_FIXTURES := $(foreach m,llama-small-f16 qwen3moe-small-f16 qwen35-small-f16,$(MODELS_DIR)/$(m).imatrix.gguf) \
+	$(MODELS_DIR)/qwen3-small-f16.imatrix.dat
 # The same weights in the layout of Ollama's converter (gen-models.py
 # --layout ollama; qwen3moe has one layout), held to the same golden files
 # (go/cmd/ggml-rs/ollama_layout_test.go).
@@ -278,11 +283,7 @@ $(OLLAMA_MODELS): $(MODELS_DIR)/%-ollama.gguf: $(MODELS_DIR)/%.gguf scripts/gen-
 
 models: $(SMALL_MODELS) $(OLLAMA_MODELS)
 
-# Importance matrices of three small models, in llama-imatrix's GGUF format
-# and the legacy one (scripts/gen-imatrix.py, deterministic): the fixtures
-# of the `ggml-rs quantize -imatrix` sample in make test.
-IMATRIX_FIXTURES := $(foreach m,llama-small-f16 qwen3moe-small-f16 qwen35-small-f16,$(MODELS_DIR)/$(m).imatrix.gguf) \
-	$(MODELS_DIR)/qwen3-small-f16.imatrix.dat
+# The importance matrices of the quantize -imatrix sample (below).
 $(MODELS_DIR)/%.imatrix.gguf: $(MODELS_DIR)/%.gguf scripts/gen-imatrix.py
 	$(MAKE) --no-print-directory $(PY_STAMP)
 	$(PY) scripts/gen-imatrix.py $< $@
