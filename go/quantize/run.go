@@ -11,6 +11,7 @@ import (
 
 	"ggmlrs/gguf"
 	"ggmlrs/internal/regfile"
+	"ggmlrs/ml/backend"
 )
 
 // Run quantizes the GGUF model at in to out. The output is written to a
@@ -57,17 +58,29 @@ func Run(in, out string, opts Options) (err error) {
 	for i, it := range items {
 		outInfos[i] = it.out
 	}
-	if _, err := gguf.WriteHeader(w, kvs, outInfos, Alignment); err != nil {
+	headerSize, err := gguf.WriteHeader(w, kvs, outInfos, Alignment)
+	if err != nil {
 		return fmt.Errorf("writing %s: %w", out, err)
 	}
 	t0 := time.Now()
 	var sizeIn, sizeOut uint64
 	zeros := make([]byte, Alignment)
-	snk := newSink(w)
+	snk := newSink(w, tmp, int64(headerSize))
+	pool := backend.NewQuantizePool(opts.Threads)
+	defer pool.Abort() // after the sink is closed, the jobs are all done
+	// closeSink waits for the writer: its error, or a quantization's.
+	closeSink := func() error {
+		werr := snk.close()
+		var te *tensorError
+		if werr == nil || errors.As(werr, &te) {
+			return werr
+		}
+		return fmt.Errorf("writing %s: %w", out, werr)
+	}
 	fail := func(err error) error {
-		// the writer's own error, when it is why we stopped
-		if werr := snk.close(); werr != nil && (err == nil || errors.Is(err, errSinkFailed)) {
-			return fmt.Errorf("writing %s: %w", out, werr)
+		// the writer's own error (or a quantization's), when it is why we stopped
+		if werr := closeSink(); werr != nil && (err == nil || errors.Is(err, errSinkFailed)) {
+			return werr
 		}
 		return err
 	}
@@ -76,7 +89,7 @@ func Run(in, out string, opts Options) (err error) {
 			next := items[i+1].in
 			src.prefetch(f.DataOffset+next.Offset, next.Size())
 		}
-		n, err := writeTensor(snk, src, f.DataOffset, it, opts.Threads)
+		n, err := writeTensor(snk, pool, src, f.DataOffset, it)
 		if err != nil {
 			return fail(fmt.Errorf("tensor %s: %w", it.in.Name, err))
 		}
@@ -91,8 +104,8 @@ func Run(in, out string, opts Options) (err error) {
 				i+1, len(items), it.in.Name, fmt.Sprint(it.in.Shape), it.in.Type, it.out.Type, mib(it.in.Size()), mib(n))
 		}
 	}
-	if err := snk.close(); err != nil {
-		return fmt.Errorf("writing %s: %w", out, err)
+	if err := closeSink(); err != nil {
+		return err
 	}
 	if err := w.Flush(); err != nil {
 		return fmt.Errorf("writing %s: %w", out, err)
@@ -154,7 +167,7 @@ func samePath(in, out string) error {
 const copySlab = 64 << 20
 
 // writeTensor queues one tensor's output data on snk and returns its size.
-func writeTensor(snk *sink, src *source, dataOffset uint64, it item, threads int) (uint64, error) {
+func writeTensor(snk *sink, pool *backend.QuantizePool, src *source, dataOffset uint64, it item) (uint64, error) {
 	off := dataOffset + it.in.Offset
 	if it.out.Type == it.in.Type {
 		size := it.in.Size()
@@ -176,5 +189,5 @@ func writeTensor(snk *sink, src *source, dataOffset uint64, it item, threads int
 		}
 		return size, nil
 	}
-	return quantizeTensor(snk, src, off, it, threads)
+	return quantizeTensor(snk, pool, src, off, it)
 }
