@@ -323,6 +323,9 @@ func TestWeightPlacements(t *testing.T) {
 				opts: []Option{WithCPUExperts(1)}, gpuOf: map[int]Device{0: g, 1: g, 2: g}, cpuExperts: []int{1}},
 			setting{name: "first entry wins", layers: ml.GPULayersList{{DeviceID: ml.DeviceID{ID: "nope"}, Layers: []int{0}}, {DeviceID: g.DeviceID, Layers: []int{0, 1}}},
 				gpuOf: map[int]Device{1: g}},
+			// Layer 1's q4_0 matmul weight stays on the CPU beside a GPU.
+			setting{name: "layer 0 on " + g.Name, layers: ml.GPULayersList{{DeviceID: g.DeviceID, Layers: []int{0}}},
+				gpuOf: map[int]Device{0: g}},
 		)
 		// Two GPUs (say Vulkan and an RPC server): a layer on each, the
 		// output layer on the CPU.
@@ -341,6 +344,13 @@ func TestWeightPlacements(t *testing.T) {
 
 	for _, s := range settings {
 		t.Run(s.name, func(t *testing.T) {
+			// A GPU with a host buffer type (any but an RPC server) takes
+			// the CPU layers' large batches (ggml's op offload), which it
+			// can only for weights in a host buffer: none is repacked.
+			offload := false
+			for _, g := range s.gpuOf {
+				offload = offload || g.Library != "RPC"
+			}
 			b := openModelT(t, path, ml.BackendParams{AllocMemory: true, GPULayers: s.layers}, s.opts...)
 			ws := b.WeightPlacements()
 			if len(ws) != len(m.placed) {
@@ -371,13 +381,14 @@ func TestWeightPlacements(t *testing.T) {
 				}
 				// Buffer types: the device's own on a GPU; on the CPU plain
 				// "CPU", except 2-D matmul weights of layers, which may be
-				// repacked (Q4_0 always is where the CPU has AVX2).
+				// repacked (Q4_0 always is where the CPU has AVX2) unless a
+				// GPU can take their large batches.
 				switch {
 				case want.Index != cpu.Index:
 					if w.BufferType == "CPU" || strings.HasPrefix(w.BufferType, "CPU_") {
 						t.Errorf("%s: buffer type %q on a GPU", w.Name, w.BufferType)
 					}
-				case s.noRepack, w.Layer < 0, len(w.Shape) != 2:
+				case s.noRepack, offload, w.Layer < 0, len(w.Shape) != 2:
 					if w.BufferType != "CPU" {
 						t.Errorf("%s: buffer type %q, want CPU", w.Name, w.BufferType)
 					}

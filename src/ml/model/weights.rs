@@ -82,11 +82,16 @@ pub(crate) fn extra_bufts(cpu_dev: sys::ggml_backend_dev_t) -> Vec<sys::ggml_bac
 }
 
 /// Picks buffer types: the device default, or for CPU-resident matmul
-/// weights the first extra buffer type the CPU supports for that weight.
+/// weights the first extra buffer type the CPU supports for that weight,
+/// unless a GPU of the backend can take that weight's large batches (see
+/// [`BuftChooser::cpu_buft_for`]).
 pub(crate) struct BuftChooser {
     pub cpu_dev: sys::ggml_backend_dev_t,
     pub cpu_buft: sys::ggml_backend_buffer_type_t,
     pub extra: Vec<sys::ggml_backend_buffer_type_t>,
+    /// The first GPU of the backend that has a host buffer type, with that
+    /// type: the device ggml's scheduler offloads large CPU batches to.
+    pub offload: Option<(sys::ggml_backend_dev_t, sys::ggml_backend_buffer_type_t)>,
     probe: *mut sys::ggml_context,
 }
 
@@ -97,11 +102,23 @@ impl Drop for BuftChooser {
 }
 
 impl BuftChooser {
-    pub fn new(cpu_dev: sys::ggml_backend_dev_t, cpu_buft: sys::ggml_backend_buffer_type_t, use_extra: bool) -> BuftChooser {
+    /// `gpus`: the GPUs the backend uses, in registry order; the first one
+    /// with a host buffer type becomes the offload device (llama.cpp's
+    /// `make_cpu_buft_list`).
+    pub fn new(
+        cpu_dev: sys::ggml_backend_dev_t,
+        cpu_buft: sys::ggml_backend_buffer_type_t,
+        use_extra: bool,
+        gpus: &[sys::ggml_backend_dev_t],
+    ) -> BuftChooser {
         let extra = if use_extra { extra_bufts(cpu_dev) } else { Vec::new() };
+        let offload = gpus.iter().find_map(|&d| {
+            let host = unsafe { sys::ggml_backend_dev_host_buffer_type(d) };
+            (!host.is_null()).then_some((d, host))
+        });
         let params = sys::ggml_init_params { mem_size: 8 * unsafe { sys::ggml_tensor_overhead() }, mem_buffer: std::ptr::null_mut(), no_alloc: true };
         let probe = unsafe { sys::ggml_init(params) };
-        BuftChooser { cpu_dev, cpu_buft, extra, probe }
+        BuftChooser { cpu_dev, cpu_buft, extra, offload, probe }
     }
 
     /// The buffer type for a CPU-resident weight. Only the weights that
@@ -111,8 +128,16 @@ impl BuftChooser {
     /// repacked layout): 2-D matrices, probed with a MUL_MAT, and 3-D
     /// mixture-of-experts matrices, probed with the MUL_MAT_ID that reads
     /// them (as llama.cpp chooses by the op that uses each weight).
+    ///
+    /// When the backend has a GPU with a host buffer type that supports the
+    /// weight's op, the weight stays in the plain CPU buffer type, never
+    /// repacked, as in llama.cpp (its CPU buffer list puts that GPU's host
+    /// type before the extra types, and a mapped model then uses the CPU
+    /// type): ggml's scheduler offloads an op whose weight is in a host
+    /// buffer to the GPU for batches of 32 rows and more (prompts), which a
+    /// repacked weight, in a buffer that is not host, cannot be.
     pub fn cpu_buft_for(&self, info: &TensorInfo, candidate: bool) -> sys::ggml_backend_buffer_type_t {
-        if !candidate || self.extra.is_empty() || self.probe.is_null() || !(info.n_dims == 2 || info.n_dims == 3) {
+        if !candidate || (self.extra.is_empty() && self.offload.is_none()) || self.probe.is_null() || !(info.n_dims == 2 || info.n_dims == 3) {
             return self.cpu_buft;
         }
         unsafe {
@@ -127,18 +152,26 @@ impl BuftChooser {
                 let ids = sys::ggml_new_tensor_2d(self.probe, sys::GGML_TYPE_I32, used, 32);
                 sys::ggml_mul_mat_id(self.probe, w, x, ids)
             };
-            for &buft in &self.extra {
-                // The extra types decide from the weight's buffer type, so
-                // give the probe weight an empty buffer of that type.
+            // Devices decide from the weight's buffer type, so give the
+            // probe weight an empty buffer of the type in question.
+            let supports = |dev: sys::ggml_backend_dev_t, buft: sys::ggml_backend_buffer_type_t| {
                 let buf = sys::ggml_backend_buft_alloc_buffer(buft, 0);
                 if buf.is_null() {
-                    continue;
+                    return false;
                 }
                 (*w).buffer = buf;
-                let ok = sys::ggml_backend_dev_supports_op(self.cpu_dev, op) && sys::ggml_backend_buft_get_alloc_size(buft, w) > 0;
+                let ok = sys::ggml_backend_dev_supports_op(dev, op) && sys::ggml_backend_buft_get_alloc_size(buft, w) > 0;
                 (*w).buffer = std::ptr::null_mut();
                 sys::ggml_backend_buffer_free(buf);
-                if ok {
+                ok
+            };
+            if let Some((gpu, host)) = self.offload {
+                if supports(gpu, host) {
+                    return self.cpu_buft;
+                }
+            }
+            for &buft in &self.extra {
+                if supports(self.cpu_dev, buft) {
                     return buft;
                 }
             }
