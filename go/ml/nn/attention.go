@@ -52,6 +52,13 @@ type Attention struct {
 	// Scale multiplies the query·key products; 0 means 1/√HeadDim.
 	Scale float64
 	RoPE  RoPE
+	// KeysBeforeValues adds the keys to the graph before the values, as
+	// llama.cpp's attention over a sliding-window cache does (gpt-oss);
+	// its other attention adds the queries, the values, then the keys.
+	// The order is that of the graph's nodes, along which ggml's scheduler
+	// assigns the ops without weights to devices when the layers span
+	// several: the same order puts the same ops on the same devices.
+	KeysBeforeValues bool
 }
 
 // Forward maps the normed hidden states x [d, n] of a batch to the
@@ -77,6 +84,11 @@ func (a *Attention) Forward(ctx ml.Context, x ml.Tensor, b *Batch, layer int) ml
 	}
 	q = a.RoPE.Apply(ctx, q, b.Positions)
 	k = a.RoPE.Apply(ctx, k, b.Positions)
+	if a.KeysBeforeValues {
+		ctx.Forward(q, k, v)
+	} else {
+		ctx.Forward(q, v, k)
+	}
 
 	b.Cache.Put(ctx, layer, k, v)
 	scale := a.Scale

@@ -172,6 +172,8 @@ func New(b ml.Backend) (*decoder.Model, error) {
 			HeadDim: hd,
 			Scale:   1 / sqrtF(h.RopeDim),
 			RoPE:    nn.RoPE{Dim: h.RopeDim, Base: base, Scale: h.RopeScale, Options: opts},
+			// llama.cpp builds gpt-oss with its sliding-window attention.
+			KeysBeforeValues: true,
 		}
 		moe := &nn.MoE{
 			Router:   nn.Linear{Weight: w.Get(p+"ffn_gate_inp.weight", d, E), Bias: w.OptAs(load.Bias, p+"ffn_gate_inp.bias", E)},
