@@ -694,6 +694,37 @@ func (c *Cache) Get(ctx ml.Context, layer, k int) (key, value, mask ml.Tensor) {
 	return p.views(ctx, layer, k, c.ub, c.config.PermutedV)
 }
 
+// Streams is Get for the sequences first, first+1, ... of an equal batch
+// whose streams follow one another (llama.cpp's get_k/get_v over a range
+// of streams): count (at least 1) is how many sequences from first have
+// consecutive streams, and key [keyDim, kvHeads, len, count], value
+// [valueDim, kvHeads, len, count] and mask [len, tokens, 1, count] view
+// them all, for one attention op over the count sequences. It returns
+// count 0 (and nil tensors) where it cannot: a unified cache, PermutedV
+// values, or a batch that is not equal.
+func (c *Cache) Streams(ctx ml.Context, layer, first int) (key, value, mask ml.Tensor, count int) {
+	p := c.attnPool(layer)
+	u := c.ub
+	if first < 0 || first >= len(u.Seqs) {
+		panic(fmt.Errorf("kvcache: sequence index %d of a batch of %d", first, len(u.Seqs)))
+	}
+	if p.unified || c.config.PermutedV || !u.Equal {
+		return nil, nil, nil, 0
+	}
+	count = 1
+	for first+count < len(u.Seqs) && p.strm[first+count] == p.strm[first]+count {
+		count++
+	}
+	kt, vt := p.keys[layer], p.values[layer]
+	off, stride := p.strm[first]*p.streamSize, p.streamSize
+	key = kt.View(ctx, off*kt.Stride(2), kt.Dim(0), kt.Stride(1), kt.Dim(1), kt.Stride(2), p.histLen, stride*kt.Stride(2), count)
+	value = vt.View(ctx, off*vt.Stride(2), vt.Dim(0), vt.Stride(1), vt.Dim(1), vt.Stride(2), p.histLen, stride*vt.Stride(2), count)
+	mt := p.masks[p.maskOf[layer]].t
+	t := u.SeqTokens
+	mask = mt.View(ctx, first*t*mt.Stride(1), mt.Dim(0), mt.Stride(1), t, t*mt.Stride(1), 1, t*mt.Stride(1), count)
+	return key, value, mask, count
+}
+
 // RowWise reports whether the prepared batch asks for row-wise attention
 // (Ubatch.RowWise): each token attends through GetRow.
 func (c *Cache) RowWise() bool { return c.prepared && c.ub.RowWise }

@@ -122,14 +122,43 @@ func (a *Attention) Forward(ctx ml.Context, x ml.Tensor, b *Batch, layer int) ml
 		// Several sequences: each one's queries attend to its own cells,
 		// as llama.cpp's per-sequence KV streams do (its CPU kernels pick
 		// their path and precision by the rows of one stream).
+		//
+		// Sequences whose streams follow one another go through one
+		// attention op over 4-D views (the stream the 4th dimension), as
+		// llama.cpp computes them: one op per layer instead of one per
+		// sequence and a concatenation, whose barriers cost more than the
+		// attention of a decode step. Only where ggml's CPU kernel computes
+		// every row as the op of its sequence alone would (rows are
+		// independent outside its split-KV path, which it takes for one
+		// query row of one stream over 512 cells or more, and its tiled
+		// path, from 64 query rows): the results are those of the
+		// per-sequence ops bit for bit.
 		t := b.SeqTokens
-		for s := 0; s < b.Seqs; s++ {
-			o := attend(q.View(ctx, s*t*q.Stride(2), hd, q.Stride(1), a.Heads, q.Stride(2), t), s)
+		sk, _ := b.Cache.(StreamKV)
+		for s := 0; s < b.Seqs; {
+			var o ml.Tensor
+			n := 1
+			if sk != nil && t < 64 {
+				if kc, vc, mask, c := sk.Streams(ctx, layer, s); c > 1 && (t > 1 || kc.Dim(2) < 512) {
+					qs := q.View(ctx, s*t*q.Stride(2), hd, q.Stride(1), a.Heads, q.Stride(2), t, t*q.Stride(2), c)
+					sdpa, ok := qs.(ml.ScaledDotProductAttention)
+					if !ok {
+						panic(fmt.Errorf("nn: the backend's tensors have no ScaledDotProductAttention"))
+					}
+					o = sdpa.ScaledDotProductAttention(ctx, kc, vc, mask, a.Sinks, nil, scale, true)
+					o = o.Reshape(ctx, o.Dim(0), o.Dim(1), t*c)
+					n = c
+				}
+			}
+			if o == nil {
+				o = attend(q.View(ctx, s*t*q.Stride(2), hd, q.Stride(1), a.Heads, q.Stride(2), t), s)
+			}
 			if out == nil {
 				out = o
 			} else {
 				out = out.Concat(ctx, o, 2)
 			}
+			s += n
 		}
 	}
 	out = out.Reshape(ctx, hd*a.Heads, n)

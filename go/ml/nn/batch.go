@@ -23,6 +23,16 @@ type KVCache interface {
 	Get(ctx ml.Context, layer, seq int) (key, value, mask ml.Tensor)
 }
 
+// StreamKV is a KVCache whose sequences' cells lie in streams of one size
+// (kvcache.Cache.Streams, llama.cpp's non-unified cache): for sequence
+// first of an equal batch and those after it whose streams follow, 4-D
+// views keys [keyDim, kvHeads, len, count], values [valueDim, kvHeads,
+// len, count] and mask [len, tokens, 1, count], so that one attention op
+// computes count sequences (count 0: not available).
+type StreamKV interface {
+	Streams(ctx ml.Context, layer, first int) (key, value, mask ml.Tensor, count int)
+}
+
 // RowWiseKV is a KVCache that can give each token of a batch the history
 // a one-token batch would have seen (kvcache.Ubatch.RowWise): attention
 // then runs token by token, bit for bit as one-token decoding does.
