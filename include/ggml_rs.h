@@ -1068,9 +1068,8 @@ struct ggml_rs_tensor *ggml_rs_cast(struct ggml_rs_context *ctx,
  * i32 indices that sort each row (dim 0) of `a` ascending (`descending`
  * 0) or descending (non-zero); same shape as `a`. f16, bf16 and i32 are
  * sorted as f32 (exact for i32 values within +-2^24); a non-contiguous `a`
- * is copied first. Keys are clamped to +-FLT_MAX, so NaN sorts as the
- * largest value and +-inf tie with +-FLT_MAX; equal keys come in an
- * unspecified order. Returns a new tensor owned by ctx's family, or NULL
+ * is copied first. NaN sorts as the largest value (on the CPU); equal
+ * keys come in an unspecified order. Returns a new tensor owned by ctx's family, or NULL
  * with err set.
  */
 struct ggml_rs_tensor *ggml_rs_argsort(struct ggml_rs_context *ctx,

@@ -451,7 +451,8 @@ fn argsort_orders_nan_and_infinities_without_breaking_the_sort() {
     let mut last = got[4..].to_vec();
     last.sort_by(|a, b| a.partial_cmp(b).unwrap());
     assert_eq!(last, vec![1., 4.], "NaN and +inf sort last");
-    // descending: every NaN first (as +FLT_MAX), then the numbers in order
+    // descending: every NaN first (ggml patch 11 orders NaN after every
+    // number), then the numbers in order
     let order = read(sl);
     let nans = long.iter().filter(|v| v.is_nan()).count();
     assert!(order[..nans].iter().all(|&i| long[i as usize].is_nan()));

@@ -294,9 +294,11 @@ impl Context {
     }
 
     /// The sort keys ggml's CPU argsort needs: contiguous f32, converted
-    /// or copied when `a` is not, and clamped to ±f32::MAX so that NaN
-    /// (which becomes +f32::MAX) cannot break the C++ sort's ordering
-    /// contract (undefined behaviour, possibly out-of-bounds reads).
+    /// or copied when `a` is not. NaN keys are safe: ggml patch 11 makes
+    /// the CPU comparator order them after every number (before, a NaN
+    /// broke the C++ sort's ordering contract). No node is added to an f32
+    /// contiguous input, so the graph is llama.cpp's and a GPU backend can
+    /// fuse a router's softmax, top-k and weights as it does there.
     /// `extra`: tensors the caller creates afterwards.
     fn sort_keys(&mut self, op: &str, a: Tensor, extra: usize) -> Result<Tensor> {
         check::dtype_in(op, "a", a, &[check::F32, check::F16, check::BF16, check::I32])?;
@@ -304,23 +306,21 @@ impl Context {
             return Err(Error::shape(format!("{op}: dim 0 of {} is too long to sort", a.describe())));
         }
         let needs_copy = a.dtype() != check::F32 || !a.is_contiguous();
-        let ctx = self.room(op, extra + needs_copy as usize + 1)?;
-        let x = if !needs_copy {
-            a
+        let ctx = self.room(op, extra + needs_copy as usize)?;
+        if !needs_copy {
+            Ok(a)
         } else if a.dtype() == check::F32 {
-            self.made(op, unsafe { sys::ggml_cont(ctx, a.as_ptr()) })?
+            self.made(op, unsafe { sys::ggml_cont(ctx, a.as_ptr()) })
         } else {
-            self.made(op, unsafe { sys::ggml_cast(ctx, a.as_ptr(), check::F32) })?
-        };
-        self.made(op, unsafe { sys::ggml_clamp(ctx, x.as_ptr(), -f32::MAX, f32::MAX) })
+            self.made(op, unsafe { sys::ggml_cast(ctx, a.as_ptr(), check::F32) })
+        }
     }
 
     /// Indices (i32) that sort each row (dim 0) of `a`, ascending or
     /// descending; same shape as `a`. F16, BF16 and I32 are sorted as f32
     /// (exact for i32 values within ±2^24); a non-contiguous input is copied
-    /// first. The keys are clamped to ±f32::MAX: NaN sorts as the largest
-    /// value and ±inf tie with ±f32::MAX. Equal keys come in an
-    /// unspecified order.
+    /// first. NaN sorts as the largest value (on the CPU; ggml patch 11).
+    /// Equal keys come in an unspecified order.
     pub fn argsort(&mut self, a: Tensor, descending: bool) -> Result<Tensor> {
         const OP: &str = "argsort";
         let x = self.sort_keys(OP, a, 1)?;
