@@ -77,6 +77,11 @@ func (m *MoE) Forward(ctx ml.Context, x ml.Tensor) ml.Tensor {
 	if m.WeightScale != 0 && m.WeightScale != 1 {
 		w = w.Scale(ctx, float64(m.WeightScale))
 	}
+	// The graph's node order is llama.cpp's (see Attention.KeysBeforeValues):
+	// the routing, whole, before the experts' products (a GPU backend
+	// fuses softmax, top-k and the weights when their nodes are adjacent),
+	// then the experts' views, then their sum.
+	ctx.Forward(w)
 
 	xe := x.Reshape(ctx, d, 1, n)
 	var gate, up ml.Tensor
@@ -109,11 +114,18 @@ func (m *MoE) Forward(ctx ml.Context, x ml.Tensor) ml.Tensor {
 		experts = experts.AddID(ctx, m.DownBias, selected)
 	}
 	experts = experts.Mul(ctx, w)
+	ctx.Forward(experts)
 
 	// Sum the k experts in order, as llama.cpp does (views, then adds).
-	out := experts.View(ctx, 0, d, experts.Stride(2), n)
+	views := make([]ml.Tensor, k)
+	for i := range views {
+		views[i] = experts.View(ctx, i*experts.Stride(1), d, experts.Stride(2), n)
+	}
+	ctx.Forward(views...)
+	out := views[0]
 	for i := 1; i < k; i++ {
-		out = out.Add(ctx, experts.View(ctx, i*experts.Stride(1), d, experts.Stride(2), n))
+		out = out.Add(ctx, views[i])
+		ctx.Forward(out)
 	}
 	if k == 1 {
 		out = out.Contiguous(ctx)
