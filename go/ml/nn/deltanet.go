@@ -95,6 +95,14 @@ func (l *DeltaNet) Forward(ctx ml.Context, x ml.Tensor, b *Batch, layer int) ml.
 			convKept = append(convKept, w.View(ctx, (T-j)*w.Stride(0), l.Conv.Dim(0)-1, w.Stride(1), w.Dim(1), w.Stride(2), nS))
 		}
 	}
+	// With one state kept, the new conv state goes to the cache at once, as
+	// in llama.cpp's graph (its write follows the window's concatenation):
+	// the window is the only reader of the old state. The node order decides
+	// which device runs the ops without weights when layers span devices.
+	early := m == 1
+	if early {
+		b.Cache.SetConvState(ctx, layer, convNext)
+	}
 	mix := convOut.SILU(ctx) // [ch, T, nS]
 
 	rs := mix.Stride(1)
@@ -111,6 +119,10 @@ func (l *DeltaNet) Forward(ctx ml.Context, x ml.Tensor, b *Batch, layer int) ml.
 	switch {
 	case fused && m == 1 && !l.Primitive:
 		o, next = gdn.GatedDeltaNet(ctx, k, v, gate, beta, state, l.Heads)
+		// The fused rule is the old state's only reader: the new one is
+		// written at once, as llama.cpp does.
+		b.Cache.SetDeltaState(ctx, layer, next)
+		next = nil
 	case fusedKeep && !l.Primitive:
 		o, next = gdnKeep.GatedDeltaNetSnapshots(ctx, k, v, gate, beta, state, l.Heads, m)
 	default:
@@ -124,16 +136,19 @@ func (l *DeltaNet) Forward(ctx ml.Context, x ml.Tensor, b *Batch, layer int) ml.
 	o = o.RMSNorm(ctx, l.Norm, l.Eps).Mul(ctx, z.Reshape(ctx, dv, vH, T, nS).SILU(ctx))
 	out := l.Out.Mulmat(ctx, o.Reshape(ctx, vdim, T*nS))
 
-	// The new states last: the cache may write them over the old ones in
-	// place, so everything that reads those (the primitive rule's chunk
-	// outputs read the initial state) must be in the graph first.
+	// Otherwise the new states last: the cache may write them over the old
+	// ones in place, so everything that reads those (the primitive rule's
+	// chunk outputs read the initial state) must be in the graph first.
 	ctx.Forward(out)
-	if convKept != nil {
+	switch {
+	case convKept != nil:
 		b.Cache.SetConvStates(ctx, layer, convKept)
-	} else {
+	case !early:
 		b.Cache.SetConvState(ctx, layer, convNext)
 	}
-	b.Cache.SetDeltaState(ctx, layer, next)
+	if next != nil {
+		b.Cache.SetDeltaState(ctx, layer, next)
+	}
 	return out
 }
 
