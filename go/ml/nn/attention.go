@@ -95,13 +95,17 @@ func (a *Attention) Forward(ctx ml.Context, x ml.Tensor, b *Batch, layer int) ml
 	if scale == 0 {
 		scale = 1 / math.Sqrt(float64(hd))
 	}
-	attend := func(q ml.Tensor, seq int) ml.Tensor {
-		kc, vc, mask := b.Cache.Get(ctx, layer, seq)
-		sdpa, ok := q.(ml.ScaledDotProductAttention)
+	// sdpa is the attention of queries q over keys kc and values vc.
+	sdpa := func(q, kc, vc, mask ml.Tensor) ml.Tensor {
+		op, ok := q.(ml.ScaledDotProductAttention)
 		if !ok {
 			panic(fmt.Errorf("nn: the backend's tensors have no ScaledDotProductAttention"))
 		}
-		return sdpa.ScaledDotProductAttention(ctx, kc, vc, mask, a.Sinks, nil, scale, true)
+		return op.ScaledDotProductAttention(ctx, kc, vc, mask, a.Sinks, nil, scale, true)
+	}
+	attend := func(q ml.Tensor, seq int) ml.Tensor {
+		kc, vc, mask := b.Cache.Get(ctx, layer, seq)
+		return sdpa(q, kc, vc, mask)
 	}
 	var out ml.Tensor
 	if rw, ok := b.Cache.(RowWiseKV); ok && rw.RowWise() {
@@ -109,7 +113,7 @@ func (a *Attention) Forward(ctx ml.Context, x ml.Tensor, b *Batch, layer int) ml
 		for t := range n {
 			kc, vc, mask := rw.GetRow(ctx, layer, t)
 			qt := q.View(ctx, t*q.Stride(2), hd, q.Stride(1), a.Heads, q.Stride(2), 1)
-			o := qt.(ml.ScaledDotProductAttention).ScaledDotProductAttention(ctx, kc, vc, mask, a.Sinks, nil, scale, true)
+			o := sdpa(qt, kc, vc, mask)
 			if out == nil {
 				out = o
 			} else {
@@ -141,11 +145,7 @@ func (a *Attention) Forward(ctx ml.Context, x ml.Tensor, b *Batch, layer int) ml
 			if sk != nil && t < 64 {
 				if kc, vc, mask, c := sk.Streams(ctx, layer, s); c > 1 && (t > 1 || kc.Dim(2) < 512) {
 					qs := q.View(ctx, s*t*q.Stride(2), hd, q.Stride(1), a.Heads, q.Stride(2), t, t*q.Stride(2), c)
-					sdpa, ok := qs.(ml.ScaledDotProductAttention)
-					if !ok {
-						panic(fmt.Errorf("nn: the backend's tensors have no ScaledDotProductAttention"))
-					}
-					o = sdpa.ScaledDotProductAttention(ctx, kc, vc, mask, a.Sinks, nil, scale, true)
+					o = sdpa(qs, kc, vc, mask)
 					o = o.Reshape(ctx, o.Dim(0), o.Dim(1), t*c)
 					n = c
 				}
