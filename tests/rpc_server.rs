@@ -41,17 +41,20 @@ impl Server {
         for attempt in 0..5 {
             let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
             let log = std::env::temp_dir().join(format!("ggml-rs-rpc-server-{}-{port}-{attempt}.log", std::process::id()));
+            let file = std::fs::File::create(&log).unwrap();
             let child = Command::new(env!("CARGO_BIN_EXE_ggml-rs-rpc-server"))
                 .args(["--host", "127.0.0.1", "--port", &port.to_string(), "--threads", "1"])
                 .args(extra)
-                .stdout(Stdio::null())
-                .stderr(Stdio::from(std::fs::File::create(&log).unwrap()))
+                .stdout(Stdio::from(file.try_clone().unwrap()))
+                .stderr(Stdio::from(file))
                 .spawn()
                 .expect("spawn ggml-rs-rpc-server");
             let mut s = Server { child, endpoint: format!("127.0.0.1:{port}"), log };
+            // Ready once it says so: a probe connection would hold one of
+            // the server's client slots until its process is collected.
             let deadline = Instant::now() + Duration::from_secs(10);
             while Instant::now() < deadline && s.child.try_wait().unwrap().is_none() {
-                if TcpStream::connect_timeout(&s.endpoint.parse().unwrap(), Duration::from_millis(200)).is_ok() {
+                if s.text().contains("listening on") {
                     return s;
                 }
                 std::thread::sleep(Duration::from_millis(20));

@@ -190,6 +190,11 @@ pub fn serve(opts: &ServerOptions, ready: impl FnOnce(&str, &str)) -> Result<()>
                 continue;
             }
         };
+        // A client that has just left may not have been collected yet:
+        // look again before refusing anyone.
+        if slots.iter().all(Option::is_some) {
+            reap(&mut slots, &shared);
+        }
         let Some(i) = slots.iter().position(Option::is_none) else {
             log(&format!("client {peer}: refused, {} clients are connected", opts.max_clients));
             continue;
