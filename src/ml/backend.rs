@@ -352,6 +352,9 @@ impl Backend {
         if inner.sched.is_null() {
             return Err(Error::oom("backend: could not create the scheduler"));
         }
+        if super::trace::enabled() {
+            unsafe { sys::ggml_backend_sched_set_eval_callback(inner.sched, Some(super::trace::callback), std::ptr::null_mut()) };
+        }
         Ok(Backend { inner: Arc::new(inner) })
     }
 

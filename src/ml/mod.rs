@@ -21,6 +21,7 @@ pub mod rpc;
 pub mod rpc_server;
 pub mod tensor;
 pub mod threads;
+mod trace;
 
 pub use backend::{Backend, BackendParams, FlashAttention};
 pub use context::{Context, Placement};
