@@ -9,7 +9,9 @@ first Vulkan device.
                             three sequences of scripts/parity.py (one
                             llama_decode each, n_ubatch 512) with flash
                             attention auto, and what llama.cpp resolved auto
-                            to on that placement.
+                            to on that placement. llama-ref runs with
+                            -early-rows: the graph ggml-rs computes (its
+                            comment in tools/llama-ref/main.cpp says why).
 
 The Go test go/cmd/ggml-rs/parity_vulkan_test.go (build tag ggml_vulkan,
 make test-vulkan) holds ours on the same device and settings to these files
@@ -22,6 +24,7 @@ GGML_VK_VISIBLE_DEVICES names it; set it (make sets 0). Options: --ref PATH,
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -45,30 +48,32 @@ def settings(blocks):
     return [("all", blocks + 1), ("half", (blocks + 1) // 2)]
 
 
-def device_name():
-    p = subprocess.run(["vulkaninfo", "--summary"], capture_output=True, text=True)
-    for line in p.stdout.splitlines():
-        if "deviceName" in line:
-            return line.split("=", 1)[1].strip()
-    return "unknown"
+def device_name(ref, model):
+    """The first Vulkan device's name, from llama.cpp's own log (-v)."""
+    p = subprocess.run([ref, "logits", "-v", "-ngl", "1", model, "3"], capture_output=True, text=True)
+    m = re.search(r"^ggml_vulkan: 0 = (.*?) \(\w+\) \|", p.stderr, re.M)
+    if not m:
+        raise RuntimeError("llama-ref names no Vulkan device 0 (is GGML_VK_VISIBLE_DEVICES set?)")
+    return m.group(1)
 
 
 def golden(a):
     out_dir = os.path.join(a.golden, "vulkan")
     os.makedirs(out_dir, exist_ok=True)
-    dev = device_name()
+    dev = None
     for m in parity.MODELS:
         if a.only and m not in a.only.split(","):
             continue
         path = os.path.join(a.models, m + ".gguf")
         blocks = block_count(path)
+        dev = dev or device_name(a.ref, path)
         probe = parity.run_json(a.ref, ["logits", "-t", str(a.t), path, "3"])
         seqs = parity.sequences(probe["n_vocab"])
         runs = []
         for name, ngl in settings(blocks):
             rows, fa = [], None
             for s in seqs:
-                r = parity.run_json(a.ref, ["logits", "-ngl", str(ngl), "-fa", "auto", "-t", str(a.t), path] + [str(t) for t in s])
+                r = parity.run_json(a.ref, ["logits", "-early-rows", "-ngl", str(ngl), "-fa", "auto", "-t", str(a.t), path] + [str(t) for t in s])
                 if "flash_attn" not in r:
                     raise RuntimeError(f"{m} -ngl {ngl}: llama-ref did not report its flash attention resolution")
                 if fa not in (None, r["flash_attn"]):
@@ -86,7 +91,9 @@ def golden(a):
             "block_count": blocks,
             "sequences": seqs,
             "runs_note": "per run: -ngl (the last ngl layers, the output layer counting as one, on the Vulkan device), "
-                         "-fa auto and what llama.cpp resolved it to, n_ubatch 512; logits: the last position of each sequence",
+                         "-fa auto and what llama.cpp resolved it to, n_ubatch 512, -early-rows (the last layer computes the output "
+                         "rows only, as ggml-rs does; by default the pinned llama.cpp computes it for every position on "
+                         "gpt-oss and the hybrids, for MTP); logits: the last position of each sequence",
             "runs": runs,
         }
         out = os.path.join(out_dir, f"ref_{m}.json")

@@ -25,6 +25,16 @@
 //   llama-ref greedy [-n 64] [-ubatch N] [-t N] [-fa ...] MODEL TOKEN...
 //       JSON {"model","prompt","tokens"}: a greedy continuation (argmax of the
 //       last position, one token per llama_decode).
+//   -early-rows (logits, greedy): llama_set_embeddings_nextn(ctx, false,
+//       masked). The pinned llama.cpp's gpt-oss, qwen3next, qwen35 and
+//       qwen35moe graphs by default compute the last layer for every
+//       position (so that MTP can read each one's hidden state) and keep the
+//       output rows only before the output norm; masked, they keep them
+//       before the last layer's feed-forward, as its other models do and as
+//       ggml-rs does. The same numbers on the CPU (to 5e-6); on a GPU the
+//       last layer's products then run through the kernels for one row
+//       instead of a batch's, which round differently (1e-2 in the logits
+//       on ggml-vulkan: docs/design.md, "Vulkan").
 //   -mtp (logits, greedy): load the MTP (nextn) layers too
 //       (llama_model_params.load_mtp), which checks their names and shapes;
 //       the main graph does not use them.
@@ -123,7 +133,7 @@ struct Opts {
     std::string cmd, model, text, batch;
     std::vector<llama_token> tokens;
     std::vector<std::vector<llama_token>> seqs;  // one per TOKEN argument
-    bool all = false, json = false, verbose = false, special = false, multi = false, mtp = false;
+    bool all = false, json = false, verbose = false, special = false, multi = false, mtp = false, early_rows = false;
     int ngl = 0;
     int threads = 0, n_draft = 0, n_decode = 0, n_pred = 64, n_prompt = 512, n_gen = 128, reps = 3, ubatch = 0;
     double oracle = -1;  // spec: the oracle's acceptance rate (< 0: the MTP head drafts)
@@ -176,6 +186,7 @@ Opts parse(int argc, char ** argv) {
         else if (a == "-special") o.special = true;
         else if (a == "-seqs") o.multi = true;
         else if (a == "-mtp") o.mtp = true;
+        else if (a == "-early-rows") o.early_rows = true;
         else if (a == "-ubatch") o.ubatch = to_int(next());
         else if (a == "-decode") o.n_decode = to_int(next());
         else if (a == "-draft") o.n_draft = to_int(next());
@@ -261,6 +272,29 @@ void verbose_log(ggml_log_level, const char * text, void *) {
     fputs(text, stderr);
 }
 
+// LLAMA_REF_TRACE=1: every node the scheduler computes, printed to stderr
+// as it completes, as ggml-rs prints them under GGML_RS_TRACE=1 (op, shape,
+// sum and sum of absolute values of its F32 or F16 data, name): where two
+// programs' graphs first part.
+static bool trace_node(struct ggml_tensor * t, bool ask, void *) {
+    if (ask) return true;
+    const int64_t n = ggml_nelements(t);
+    double sum = 0, abs_sum = 0;
+    if (ggml_is_contiguous(t) && t->buffer && (t->type == GGML_TYPE_F32 || t->type == GGML_TYPE_F16)) {
+        std::vector<uint8_t> buf(ggml_nbytes(t));
+        ggml_backend_tensor_get(t, buf.data(), 0, buf.size());
+        for (int64_t i = 0; i < n; i++) {
+            const double v = t->type == GGML_TYPE_F32 ? ((const float *) buf.data())[i]
+                                                      : ggml_fp16_to_fp32(((const ggml_fp16_t *) buf.data())[i]);
+            sum += v;
+            abs_sum += std::fabs(v);
+        }
+    }
+    fprintf(stderr, "trace %s [%lld,%lld,%lld,%lld] %.6e %.6e %s\n", ggml_op_desc(t), (long long) t->ne[0],
+            (long long) t->ne[1], (long long) t->ne[2], (long long) t->ne[3], sum, abs_sum, t->name);
+    return true;
+}
+
 struct Session {
     llama_model * model = nullptr;
     llama_context * ctx = nullptr;
@@ -288,8 +322,14 @@ struct Session {
         cp.n_threads_batch = o.threads;
         cp.flash_attn_type = o.fa;
         cp.no_perf = true;
+        if (const char * tr = getenv("LLAMA_REF_TRACE"); tr && *tr && strcmp(tr, "0") != 0) {
+            cp.cb_eval = trace_node;
+        }
         ctx = llama_init_from_model(model, cp);
         if (!ctx) die("cannot create a context for %s", o.model.c_str());
+        // -early-rows: no nextn hidden states, so the last layer computes
+        // only the output rows (llama_set_embeddings_nextn(false, masked)).
+        if (o.early_rows) llama_set_embeddings_nextn(ctx, false, true);
         // As llama-bench: one threadpool for the whole run, polling between
         // graphs for bench. The other commands' workers sleep instead: on a
         // busy machine, polling workers waiting for a descheduled one made a
