@@ -88,6 +88,13 @@ pub(crate) struct BackendInner {
     pub threadpool: Option<ThreadPool>,
 }
 
+impl BackendInner {
+    /// The device backends, in scheduler order.
+    pub fn backends(&self) -> impl Iterator<Item = sys::ggml_backend_t> + '_ {
+        self.devices.iter().map(|d| d.backend)
+    }
+}
+
 unsafe extern "C" fn abort_requested(data: *mut std::ffi::c_void) -> bool {
     // SAFETY: `data` is the `AtomicBool` of an `Arc` the backend keeps alive
     // as long as the CPU backend that calls this.

@@ -690,7 +690,7 @@ impl Context {
                 sys::ggml_backend_sched_reset(inner.sched);
                 if replan {
                     if !sys::ggml_backend_sched_reserve(inner.sched, graph) {
-                        super::rpc::check_graph(&inner, graph, "compute")?;
+                        super::rpc::check_graph(inner.sched, inner.backends(), graph, "compute")?;
                         return Err(Error::oom("compute: failed to allocate the compute buffers for this graph"));
                     }
                     // The reserve split the graph: undo its source rewrites
@@ -698,7 +698,7 @@ impl Context {
                     self.restore_sources();
                 }
                 if !sys::ggml_backend_sched_alloc_graph(inner.sched, graph) {
-                    super::rpc::check_graph(&inner, graph, "compute")?;
+                    super::rpc::check_graph(inner.sched, inner.backends(), graph, "compute")?;
                     return Err(Error::oom("compute: failed to allocate the compute buffers for this graph"));
                 }
             }
@@ -712,7 +712,7 @@ impl Context {
                 return Err(e);
             }
             // A remote device lost during the compute gave zeros: an error.
-            super::rpc::check_graph(&inner, graph, "compute")?;
+            super::rpc::check_graph(inner.sched, inner.backends(), graph, "compute")?;
             match status {
                 sys::GGML_STATUS_SUCCESS => Ok(()),
                 sys::GGML_STATUS_ABORTED => {
@@ -768,7 +768,7 @@ impl Context {
             sys::ggml_backend_sched_reserve_size(inner.sched, graph, sizes.as_mut_ptr());
             if inner.alloc_memory {
                 if !sys::ggml_backend_sched_reserve(inner.sched, graph) {
-                    super::rpc::check_graph(&inner, graph, "reserve")?;
+                    super::rpc::check_graph(inner.sched, inner.backends(), graph, "reserve")?;
                     return Err(Error::oom(format!(
                         "reserve: failed to allocate compute buffers of {:?} bytes per device",
                         sizes

@@ -9,6 +9,7 @@ pub mod check;
 pub mod context;
 pub mod data;
 pub mod device;
+mod device_info;
 pub mod error;
 pub mod flash;
 pub mod gguf;

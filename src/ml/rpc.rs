@@ -69,9 +69,9 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
-use super::device::DeviceInfo;
+use super::device_info::{info_of, DeviceInfo};
 #[cfg(feature = "rpc")]
-use super::{backend::BackendInner, Tensor};
+use super::Tensor;
 use super::{Error, ErrorKind, Result};
 use crate::sys;
 
@@ -111,6 +111,7 @@ mod native {
     #[cfg(feature = "rpc")]
     use std::ffi::c_char;
 
+    #[cfg(feature = "rpc")]
     use crate::sys;
 
     // Added to ggml by scripts/patches/02-rpc-no-abort.sh.
@@ -220,7 +221,7 @@ fn infos(devices: &[usize]) -> Vec<DeviceInfo> {
         .iter()
         .filter_map(|&d| {
             let d = d as sys::ggml_backend_dev_t;
-            registry_index(d).map(|i| super::device::info_of(i, d))
+            registry_index(d).map(|i| info_of(i, d))
         })
         .collect()
 }
@@ -591,13 +592,13 @@ fn lost_error(what: &str, endpoint: &str, why: &str) -> Error {
 /// used a remote device whose connection is lost, since its results (zeros)
 /// are not real. Graphs that never touched the lost device pass.
 #[cfg(feature = "rpc")]
-pub(crate) fn check_graph(inner: &BackendInner, graph: *mut sys::ggml_cgraph, what: &str) -> Result<()> {
-    let rpc: Vec<sys::ggml_backend_t> = inner
-        .devices
-        .iter()
-        .map(|d| d.backend)
-        .filter(|&b| unsafe { sys::ggml_backend_is_rpc(b) })
-        .collect();
+pub(crate) fn check_graph(
+    sched: sys::ggml_backend_sched_t,
+    backends: impl Iterator<Item = sys::ggml_backend_t>,
+    graph: *mut sys::ggml_cgraph,
+    what: &str,
+) -> Result<()> {
+    let rpc: Vec<sys::ggml_backend_t> = backends.filter(|&b| unsafe { sys::ggml_backend_is_rpc(b) }).collect();
     if rpc.is_empty() || graph.is_null() {
         return Ok(());
     }
@@ -612,7 +613,7 @@ pub(crate) fn check_graph(inner: &BackendInner, graph: *mut sys::ggml_cgraph, wh
             continue;
         }
         if !lost.is_empty() {
-            let assigned = unsafe { sys::ggml_backend_sched_get_tensor_backend(inner.sched, node) };
+            let assigned = unsafe { sys::ggml_backend_sched_get_tensor_backend(sched, node) };
             if let Some((b, why)) = lost.iter().find(|(b, _)| *b == assigned) {
                 let dev = unsafe { sys::ggml_backend_get_device(*b) };
                 return Err(lost_error(what, &endpoint_name(dev), why));
@@ -676,7 +677,8 @@ pub(crate) fn check_buffer(buf: sys::ggml_backend_buffer_t, what: &str) -> Resul
 
 #[cfg(not(feature = "rpc"))]
 pub(crate) fn check_graph(
-    _inner: &super::backend::BackendInner,
+    _sched: sys::ggml_backend_sched_t,
+    _backends: impl Iterator<Item = sys::ggml_backend_t>,
     _graph: *mut sys::ggml_cgraph,
     _what: &str,
 ) -> Result<()> {
