@@ -251,7 +251,8 @@ func (e *engine) step() {
 		slotOf = append(slotOf, i)
 		budget -= n
 	}
-	out, err := e.m.Run(e.cache, batch, decoder.RunOptions{MaxBatch: e.batch})
+	// Scratch: each row is sampled below, before the next step.
+	out, err := e.m.Run(e.cache, batch, decoder.RunOptions{MaxBatch: e.batch, Scratch: true})
 	if err != nil {
 		// The batch's sequences fail; the cache forgets them (what it
 		// holds of them is unknown), the others go on.

@@ -1055,13 +1055,35 @@ func (t *Tensor) Floats() []float32 {
 	return t.readFloats("Floats")
 }
 
+// FloatsInto is Floats reading into dst's memory when it has room (a new
+// slice otherwise): for callers that read an output every step and keep
+// no row past the next one, such as the server's decode loop, so that
+// each step does not leave a vocabulary-sized row per sequence to the
+// garbage collector. (An extension of Ollama's API.)
+func (t *Tensor) FloatsInto(dst []float32) []float32 {
+	if t.computedBy.Load() == 0 {
+		return nil
+	}
+	defer t.lockOutputs("FloatsInto")()
+	return t.readFloatsInto("FloatsInto", dst)
+}
+
 func (t *Tensor) readFloats(op string) []float32 {
+	return t.readFloatsInto(op, nil)
+}
+
+func (t *Tensor) readFloatsInto(op string, dst []float32) []float32 {
 	p := t.ptr(op)
 	n := t.nelements()
 	if n == 0 {
 		return nil
 	}
-	data := make([]float32, n)
+	var data []float32
+	if cap(dst) >= n {
+		data = dst[:n]
+	} else {
+		data = make([]float32, n)
+	}
 	e := t.dataErr()
 	if C.ggml_rs_tensor_get_f32(p, (*C.float)(&data[0]), C.size_t(n), e) != C.GGML_RS_OK {
 		t.dataFail(e)

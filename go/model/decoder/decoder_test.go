@@ -12,6 +12,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"testing"
 
@@ -208,5 +209,64 @@ func TestDivergentPrompt(t *testing.T) {
 				held = next
 			}
 		})
+	}
+}
+
+// RunOptions.Scratch: the same logits, bit for bit, read into memory the
+// model reuses, so that a decode step no longer allocates a vocabulary-
+// sized row per sequence; a Run of several ubatches keeps each one's rows.
+func TestScratchLogits(t *testing.T) {
+	m := open(t, "qwen3-small-q8_0")
+	run := func(scratch bool) (rows [][]float32, perStep uint64) {
+		c, err := m.NewCache(decoder.CacheOptions{Capacity: 256, Sequences: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		// A prompt in three ubatches of 8, every row's logits.
+		in := []decoder.Input{{Sequence: kvcache.Sequence{Seq: 0, Tokens: prompt(1, 20, m.Vocab)}}}
+		out, err := m.Run(c, in, decoder.RunOptions{All: true, MaxBatch: 8, Scratch: scratch})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range out[0].Logits {
+			rows = append(rows, slices.Clone(r))
+		}
+		// Two sequences decoding together.
+		in = append(in, decoder.Input{Sequence: kvcache.Sequence{Seq: 1, Tokens: prompt(2, 3, m.Vocab)}})
+		const steps = 12
+		var before, after runtime.MemStats
+		for s := 0; s < steps+2; s++ {
+			if s == 2 { // after the graph and the buffers exist
+				runtime.ReadMemStats(&before)
+			}
+			out, err := m.Run(c, in, decoder.RunOptions{Scratch: scratch})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range in {
+				l := out[i].Logits[len(out[i].Logits)-1]
+				rows = append(rows, slices.Clone(l))
+				in[i].Tokens = []int32{argmax(l)}
+			}
+		}
+		runtime.ReadMemStats(&after)
+		return rows, (after.TotalAlloc - before.TotalAlloc) / steps
+	}
+	plain, plainBytes := run(false)
+	scratch, scratchBytes := run(true)
+	if len(plain) != len(scratch) {
+		t.Fatalf("%d rows with Scratch, %d without", len(scratch), len(plain))
+	}
+	for i := range plain {
+		if !slices.Equal(plain[i], scratch[i]) {
+			t.Fatalf("row %d differs with Scratch (max|d| %.3g)", i, maxDiff(plain[i], scratch[i]))
+		}
+	}
+	row := uint64(4 * m.Vocab)
+	t.Logf("bytes allocated per two-sequence decode step: %d without Scratch, %d with (a row of logits: %d)", plainBytes, scratchBytes, row)
+	// Two rows a step fewer (the rest is the step's own bookkeeping).
+	if scratchBytes > plainBytes || plainBytes-scratchBytes < 3*row/2 {
+		t.Fatalf("allocated per step: %d bytes without Scratch, %d with; a row is %d", plainBytes, scratchBytes, row)
 	}
 }

@@ -71,6 +71,8 @@ type Model struct {
 	// and Forward may run concurrently on other caches.
 	mu   sync.Mutex
 	last *stepGraph
+	// scratch: the logits memory of RunOptions.Scratch, one per ubatch.
+	scratch []*[]float32
 }
 
 // NextN is the input of an MTP (NextN) head, as llama.cpp's graph_mtp:
@@ -204,6 +206,11 @@ type RunOptions struct {
 	// kvcache.Ubatch.RowWise), at some cost in speed: speculative
 	// decoding's verification, so that it emits plain decoding's tokens.
 	RowWise bool
+	// Scratch reads the logits into memory the model keeps and reuses:
+	// the rows Run returns are valid until the next Run or ForwardBatch
+	// on this model (a decode loop that samples each row at once, such
+	// as the server's, then leaves no garbage per step).
+	Scratch bool
 }
 
 // Run is ForwardBatch with hidden states in (an MTP head) or out.
@@ -249,7 +256,7 @@ func (m *Model) Run(cache *kvcache.Cache, batch []Input, o RunOptions) ([]Output
 	// Equal ubatches (as many tokens of each sequence) always: recurrent
 	// layers need them, and they are what llama.cpp computes with one KV
 	// stream per sequence (for one sequence they are the simple split).
-	for _, ub := range kvcache.Split(seqs, o.MaxBatch, true) {
+	for u, ub := range kvcache.Split(seqs, o.MaxBatch, true) {
 		// The rows whose logits are wanted: all, or each sequence's last;
 		// and the hidden inputs in the ubatch's order.
 		var rows []int32
@@ -268,7 +275,11 @@ func (m *Model) Run(cache *kvcache.Cache, batch []Input, o RunOptions) ([]Output
 			}
 		}
 		ub.RowWise = o.RowWise
-		logits, hidden, err := m.forward(cache, &ub, rows, hin, o.Hidden)
+		var buf *[]float32
+		if o.Scratch {
+			buf = m.scratchBuffer(u)
+		}
+		logits, hidden, err := m.forward(cache, &ub, rows, hin, o.Hidden, buf)
 		if err != nil {
 			return nil, err
 		}
@@ -295,7 +306,7 @@ func (m *Model) Run(cache *kvcache.Cache, batch []Input, o RunOptions) ([]Output
 // forward computes one ubatch and returns the logits of the given rows
 // and, with wantHidden, every row's hidden state; hin holds an MTP head's
 // hidden inputs (Hidden values per row).
-func (m *Model) forward(cache *kvcache.Cache, ub *kvcache.Ubatch, rows []int32, hin []float32, wantHidden bool) (logits, hidden [][]float32, err error) {
+func (m *Model) forward(cache *kvcache.Cache, ub *kvcache.Ubatch, rows []int32, hin []float32, wantHidden bool, buf *[]float32) (logits, hidden [][]float32, err error) {
 	if len(rows) == 0 {
 		// Nothing is read: still compute (the cache must see the tokens).
 		rows = []int32{int32(ub.Len() - 1)}
@@ -314,7 +325,7 @@ func (m *Model) forward(cache *kvcache.Cache, ub *kvcache.Ubatch, rows []int32, 
 	// (decode steps, speculative verifications, MTP draft steps).
 	reusable := len(rows) == n && !m.NoGraphReuse
 	if reusable {
-		if lg, hd, ok, err := m.reuse(cache, ub, hin, wantHidden); ok || err != nil {
+		if lg, hd, ok, err := m.reuse(cache, ub, hin, wantHidden, buf); ok || err != nil {
 			done = err == nil
 			return lg, hd, err
 		}
@@ -404,7 +415,7 @@ func (m *Model) forward(cache *kvcache.Cache, ub *kvcache.Ubatch, rows []int32, 
 	ctx.Compute(outs...)
 	cache.Commit()
 	done = true
-	logits = splitRows(out.Floats(), m.Vocab, len(rows))
+	logits = splitRows(readInto(out, buf), m.Vocab, len(rows))
 	if hid != nil {
 		hidden = splitRows(hid.Floats(), m.Hidden, n)
 	}
@@ -420,7 +431,7 @@ func (m *Model) forward(cache *kvcache.Cache, ub *kvcache.Ubatch, rows []int32, 
 // reuse computes the batch on the previous batch's graph if it has its
 // layout (tokens, row-wise mode, hidden states wanted, the cache's window);
 // ok is false when a new graph is needed.
-func (m *Model) reuse(cache *kvcache.Cache, ub *kvcache.Ubatch, hin []float32, wantHidden bool) (logits, hidden [][]float32, ok bool, err error) {
+func (m *Model) reuse(cache *kvcache.Cache, ub *kvcache.Ubatch, hin []float32, wantHidden bool, buf *[]float32) (logits, hidden [][]float32, ok bool, err error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	g := m.last
@@ -444,7 +455,7 @@ func (m *Model) reuse(cache *kvcache.Cache, ub *kvcache.Ubatch, hin []float32, w
 	}
 	g.ctx.Compute(outs...)
 	cache.Commit()
-	logits = splitRows(g.out.Floats(), m.Vocab, ub.Len())
+	logits = splitRows(readInto(g.out, buf), m.Vocab, ub.Len())
 	if g.hid != nil {
 		hidden = splitRows(g.hid.Floats(), m.Hidden, ub.Len())
 	}
@@ -469,6 +480,31 @@ func (m *Model) positionData(pos []int32) []int32 {
 		copy(d[r*n:], pos)
 	}
 	return d
+}
+
+// scratchBuffer is the reused logits memory of a Run's u-th ubatch.
+func (m *Model) scratchBuffer(u int) *[]float32 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for len(m.scratch) <= u {
+		m.scratch = append(m.scratch, new([]float32))
+	}
+	return m.scratch[u]
+}
+
+// floatsInto is a backend tensor that reads into caller memory.
+type floatsInto interface {
+	FloatsInto(dst []float32) []float32
+}
+
+// readInto reads t's values into *buf (kept for the next call) when buf is
+// set and the backend can, else into new memory.
+func readInto(t ml.Tensor, buf *[]float32) []float32 {
+	if f, ok := t.(floatsInto); ok && buf != nil {
+		*buf = f.FloatsInto(*buf)
+		return *buf
+	}
+	return t.Floats()
 }
 
 func splitRows(all []float32, vocab, rows int) [][]float32 {
