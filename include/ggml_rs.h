@@ -374,6 +374,32 @@ typedef struct ggml_rs_rope_params {
 } ggml_rs_rope_params;
 
 /**
+ * One slab of rows for ggml_rs_quantize_slab: `rows` rows of `ncols`
+ * values of ggml type `from` at `src` (row after row, `src_row` bytes
+ * each), to type `to` at `dst` (`dst_row` bytes each), in chunks of at
+ * most `chunk` rows taken by `threads` threads. `imatrix` (nullable,
+ * `imatrix_len` values, 4-byte aligned): `ncols` importance weights per
+ * expert of `per_expert` rows; the slab's first row is row `first` of the
+ * tensor.
+ */
+typedef struct ggml_rs_quantize_slab_rows {
+  uint32_t from;
+  uint32_t to;
+  const uint8_t *src;
+  uint64_t src_row;
+  uint8_t *dst;
+  uint64_t dst_row;
+  uint64_t ncols;
+  uint64_t rows;
+  uint64_t chunk;
+  uint64_t threads;
+  const float *imatrix;
+  uint64_t imatrix_len;
+  uint64_t per_expert;
+  uint64_t first;
+} ggml_rs_quantize_slab_rows;
+
+/**
  * A tensor's type and layout, read in one call.
  */
 typedef struct ggml_rs_tensor_meta {
@@ -1839,6 +1865,28 @@ ggml_rs_status ggml_rs_convert_to_f32(uint32_t dtype,
                                       uint64_t nelements,
                                       float *dst,
                                       struct ggml_rs_error *err);
+
+/**
+ * Converts and quantizes this thread's part of the slab `*slab`, which
+ * `threads` threads call at once: each takes chunks of rows in turn from
+ * `*next` (the first row not yet taken; 0 before the first call, 8-byte
+ * aligned, shared) until none is left or `*failed` (shared, 4-byte
+ * aligned; may be shared by several slabs) is set; each chunk goes to
+ * f32 in `scratch` (`scratch_len` values, at least chunk × ncols), then
+ * ggml_quantize_chunk writes its rows of `dst`. Threads write disjoint
+ * rows; `dst` must not be read until all have returned. Fails (status,
+ * err set, `*failed` set, `*in_convert` (nullable) set to 1 when the
+ * source type could not be converted) for a slab whose sizes do not hold
+ * together, bad pointers, an unconvertible or unquantizable type, or
+ * values a quantizer refuses.
+ */
+ggml_rs_status ggml_rs_quantize_slab(const struct ggml_rs_quantize_slab_rows *slab,
+                                     uint64_t *next,
+                                     int32_t *failed,
+                                     float *scratch,
+                                     uint64_t scratch_len,
+                                     int32_t *in_convert,
+                                     struct ggml_rs_error *err);
 
 /**
  * True when this build has the RPC backend (remote devices).

@@ -17,6 +17,7 @@ pub mod log;
 pub mod model;
 pub mod ops;
 pub mod quant;
+pub mod quant_slab;
 pub(crate) mod regular_file;
 pub mod rpc;
 pub mod rpc_server;

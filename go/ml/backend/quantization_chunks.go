@@ -1,83 +1,23 @@
 package backend
 
 // Quantizing the rows of slabs across worker goroutines, each taking
-// chunks of rows in turn: the loop over a worker's chunks runs in C, so
-// that a worker makes one cgo call per slab instead of two per chunk. With a cgo
-// call per chunk (about a millisecond of quantizing each), the Go
-// scheduler took the worker's P back during most calls and handed it to a
-// woken thread, which put a futex wake and sleep and a context switch
-// beside nearly every chunk (about 6,000 in a quantize of the 235 MB bench
-// model, 2 threads); that was the 2 % by which we trailed llama.cpp.
+// chunks of rows in turn: the loop over a worker's chunks runs in the
+// library (ggml_rs_quantize_slab), so that a worker makes one cgo call per
+// slab instead of two per chunk. With a cgo call per chunk (about a
+// millisecond of quantizing each), the Go scheduler took the worker's P
+// back during most calls and handed it to a woken thread, which put a
+// futex wake and sleep and a context switch beside nearly every chunk
+// (about 6,000 in a quantize of the 235 MB bench model, 2 threads); that
+// was the 2 % by which we trailed llama.cpp.
 
 /*
-#include <stdint.h>
 #include "ggml_rs.h"
-
-// Converts and quantizes chunks of rows taken in turn from *next (the
-// first row not yet taken, among rows), until none is left or *failed is
-// set: ggml's to_float of each chunk into f32 (room for chunk * ncols
-// values), then ggml_quantize_chunk into dst, through the C ABI. A chunk
-// is chunk rows, fewer towards the end of the slab (a (2 * threads)th of
-// the rows left, at least one), so that the threads finish together
-// rather than one waiting for another's last chunk. imatrix (nullable)
-// holds ncols weights per expert of per_expert rows; the slab's first row
-// is row first of the tensor, and a chunk is split where an expert ends.
-// Returns GGML_RS_OK, a failure's status (err set, *failed set; *in_convert
-// set when the conversion failed), or -1 when the quantizer wrote *bad
-// bytes instead of the rows' size.
-static int32_t ggml_rs_go_quantize_chunks(uint32_t from, uint32_t to,
-		const uint8_t *src, uint64_t src_row, uint8_t *dst, uint64_t dst_row,
-		float *f32, uint64_t ncols, uint64_t rows, uint64_t chunk, uint64_t threads,
-		const float *imatrix, uint64_t per_expert, uint64_t first,
-		uint64_t *next, int32_t *failed, int32_t *in_convert, uint64_t *bad, ggml_rs_error *err) {
-	uint64_t lo = __atomic_load_n(next, __ATOMIC_RELAXED);
-	for (;;) {
-		if (__atomic_load_n(failed, __ATOMIC_RELAXED) || lo >= rows) {
-			return GGML_RS_OK;
-		}
-		uint64_t take = (rows - lo) / (2 * threads);
-		take = take < 1 ? 1 : take > chunk ? chunk : take;
-		if (!__atomic_compare_exchange_n(next, &lo, lo + take, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
-			continue; // lo is now the row another thread left
-		}
-		uint64_t hi = lo + take;
-		for (uint64_t a = lo; a < hi;) {
-			uint64_t b = hi;
-			const float *im = NULL;
-			if (imatrix) {
-				uint64_t e = (first + a) / per_expert;
-				uint64_t end = (e + 1) * per_expert - first;
-				im = imatrix + e * ncols;
-				if (end < b) {
-					b = end;
-				}
-			}
-			ggml_rs_status st = ggml_rs_convert_to_f32(from, src + a * src_row, (b - a) * src_row, (b - a) * ncols, f32, err);
-			size_t written = 0;
-			if (st != GGML_RS_OK) {
-				*in_convert = 1;
-			} else {
-				st = ggml_rs_quantize(to, f32, ncols, b - a, im, dst + a * dst_row, (b - a) * dst_row, &written, err);
-			}
-			if (st != GGML_RS_OK) {
-				__atomic_store_n(failed, 1, __ATOMIC_RELAXED);
-				return st;
-			}
-			if (written != (b - a) * dst_row) {
-				*bad = written;
-				__atomic_store_n(failed, 1, __ATOMIC_RELAXED);
-				return -1;
-			}
-			a = b;
-		}
-		lo = __atomic_load_n(next, __ATOMIC_RELAXED);
-	}
-}
 */
 import "C"
 
 import (
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -230,25 +170,31 @@ func (p *QuantizePool) worker(i int) {
 	}
 }
 
-// run is worker i's part of the job: one call into C, which takes chunks
-// until none is left.
+// run is worker i's part of the job: one call into the library, which
+// takes chunks until none is left.
 func (j *QuantizeJob) run(i int, f32 []float32, threads uint64, shared *struct{ failed int32 }) error {
-	var imp *C.float
+	slab := C.ggml_rs_quantize_slab_rows{
+		from: C.uint32_t(j.from), to: C.uint32_t(j.to),
+		src: (*C.uint8_t)(unsafe.Pointer(&j.src[0])), src_row: C.uint64_t(j.srcRow),
+		dst: (*C.uint8_t)(unsafe.Pointer(&j.dst[0])), dst_row: C.uint64_t(j.dstRow),
+		ncols: C.uint64_t(j.ncols), rows: C.uint64_t(j.rows), chunk: C.uint64_t(j.chunk), threads: C.uint64_t(threads),
+		per_expert: C.uint64_t(j.perExpert), first: C.uint64_t(j.first),
+	}
+	// The slab holds pointers to src, dst and imatrix: cgo wants the Go
+	// memory among them pinned for the call.
+	var pin runtime.Pinner
+	defer pin.Unpin()
+	pin.Pin(&j.src[0])
+	pin.Pin(&j.dst[0])
 	if j.imatrix != nil {
-		imp = (*C.float)(&j.imatrix[0])
+		pin.Pin(&j.imatrix[0])
+		slab.imatrix, slab.imatrix_len = (*C.float)(&j.imatrix[0]), C.uint64_t(len(j.imatrix))
 	}
 	var cerr C.ggml_rs_error
-	var bad C.uint64_t
 	var inConvert C.int32_t
-	st := C.ggml_rs_go_quantize_chunks(C.uint32_t(j.from), C.uint32_t(j.to),
-		(*C.uint8_t)(unsafe.Pointer(&j.src[0])), C.uint64_t(j.srcRow), (*C.uint8_t)(unsafe.Pointer(&j.dst[0])), C.uint64_t(j.dstRow),
-		(*C.float)(&f32[0]), C.uint64_t(j.ncols), C.uint64_t(j.rows), C.uint64_t(j.chunk), C.uint64_t(threads),
-		imp, C.uint64_t(j.perExpert), C.uint64_t(j.first),
-		(*C.uint64_t)(&j.next.row), (*C.int32_t)(&shared.failed), &inConvert, &bad, &cerr)
-	switch {
-	case st == -1:
-		return fmt.Errorf("quantized %d bytes, not whole rows of %d", uint64(bad), j.dstRow)
-	case st != C.GGML_RS_OK:
+	st := C.ggml_rs_quantize_slab(&slab, (*C.uint64_t)(&j.next.row), (*C.int32_t)(&shared.failed),
+		(*C.float)(&f32[0]), C.uint64_t(len(f32)), &inConvert, &cerr)
+	if st != C.GGML_RS_OK {
 		e := errorFrom(&cerr)
 		if inConvert != 0 && (e.Status == StatusDType || e.Status == StatusUnsupported) {
 			e.Message = "unsupported quantization format: " + e.Message
