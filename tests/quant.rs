@@ -422,6 +422,119 @@ extern "C" {
     fn ggml_rs_convert_to_f32(dtype: u32, src: *const std::ffi::c_void, src_size: usize, nelements: u64, dst: *mut f32, err: *mut CError) -> i32;
     fn ggml_rs_quantized_size(dtype: u32, n_per_row: u64, nrows: u64, size: *mut u64, err: *mut CError) -> i32;
     fn ggml_rs_quantization_version() -> u32;
+    fn ggml_rs_quantize_slab(
+        slab: *const Slab,
+        next: *mut u64,
+        failed: *mut i32,
+        scratch: *mut f32,
+        scratch_len: u64,
+        in_convert: *mut i32,
+        err: *mut CError,
+    ) -> i32;
+}
+
+/// ggml_rs_quantize_slab_rows.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct Slab {
+    from: u32,
+    to: u32,
+    src: *const u8,
+    src_row: u64,
+    dst: *mut u8,
+    dst_row: u64,
+    ncols: u64,
+    rows: u64,
+    chunk: u64,
+    threads: u64,
+    imatrix: *const f32,
+    imatrix_len: u64,
+    per_expert: u64,
+    first: u64,
+}
+unsafe impl Send for Slab {}
+unsafe impl Sync for Slab {}
+
+/// A slab through the C ABI, three threads at once: the bytes of one
+/// ggml_rs_quantize call per expert; bad slabs and pointers are errors,
+/// and the first failure stops the others.
+#[test]
+fn c_abi_quantize_slab() {
+    let (ncols, rows, per_expert) = (256usize, 23usize, 8usize);
+    let x = values(9, ncols * rows);
+    let src: Vec<u8> = x.iter().flat_map(|v| v.to_ne_bytes()).collect();
+    let w: Vec<f32> = (0..ncols * 3).map(|i| 0.25 + (i % 11) as f32 / 4.0).collect();
+    let q4k = sys::GGML_TYPE_Q4_K;
+    let dst_row = 144usize;
+    let mut want = vec![0u8; rows * dst_row];
+    for e in 0..3 {
+        let (a, b) = (e * per_expert, ((e + 1) * per_expert).min(rows));
+        want[a * dst_row..b * dst_row].copy_from_slice(&reference(q4k, &x[a * ncols..b * ncols], ncols, Some(&w[e * ncols..(e + 1) * ncols])));
+    }
+    let mut dst = vec![0u8; rows * dst_row];
+    let slab = Slab {
+        from: sys::GGML_TYPE_F32,
+        to: q4k,
+        src: src.as_ptr(),
+        src_row: (ncols * 4) as u64,
+        dst: dst.as_mut_ptr(),
+        dst_row: dst_row as u64,
+        ncols: ncols as u64,
+        rows: rows as u64,
+        chunk: 2,
+        threads: 3,
+        imatrix: w.as_ptr(),
+        imatrix_len: w.len() as u64,
+        per_expert: per_expert as u64,
+        first: 0,
+    };
+    let run = |slab: Slab, scratch_len: usize| -> Vec<(i32, String, i32)> {
+        let mut next = 0u64;
+        let mut failed = 0i32;
+        let (np, fp) = (&mut next as *mut u64 as usize, &mut failed as *mut i32 as usize);
+        std::thread::scope(|s| {
+            let hs: Vec<_> = (0..slab.threads.max(1))
+                .map(|_| {
+                    s.spawn(move || {
+                        let mut scratch = vec![0f32; scratch_len];
+                        let mut e = CError { status: 0, message: [0; 1024] };
+                        let mut conv = 0i32;
+                        let st = unsafe {
+                            ggml_rs_quantize_slab(&slab, np as *mut u64, fp as *mut i32, scratch.as_mut_ptr(), scratch_len as u64, &mut conv, &mut e)
+                        };
+                        (st, c_message(&e), conv)
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        })
+    };
+    for (st, msg, _) in run(slab, 2 * ncols) {
+        assert_eq!(st, 0, "{msg}");
+    }
+    assert!(dst == want, "the slab's bytes differ from one call per expert");
+
+    let first_error = |slab: Slab, scratch_len: usize| run(slab, scratch_len).into_iter().find(|r| r.0 != 0).expect("no thread failed");
+    // (The C ABI takes the caller's sizes; those it can check:)
+    let (st, msg, _) = first_error(Slab { chunk: 0, ..slab }, 2 * ncols);
+    assert!(st != 0 && msg.contains("chunks of 0 rows"), "{msg}");
+    let (_, msg, _) = first_error(Slab { dst_row: 143, ..slab }, 2 * ncols);
+    assert!(msg.contains("smaller than"), "{msg}");
+    let (_, msg, _) = first_error(Slab { imatrix_len: 2 * ncols as u64, ..slab }, 2 * ncols);
+    assert!(msg.contains("importance weights"), "{msg}");
+    let (_, msg, _) = first_error(slab, ncols);
+    assert!(msg.contains("scratch"), "{msg}");
+    let (_, msg, conv) = first_error(Slab { from: sys::GGML_TYPE_I32, ..slab }, 2 * ncols);
+    assert!(conv == 1 && msg.contains("no conversion"), "{msg}");
+    let (_, msg, _) = first_error(Slab { src: std::ptr::null(), ..slab }, 2 * ncols);
+    assert!(msg.contains("src is NULL"), "{msg}");
+    let mut e = CError { status: 0, message: [0; 1024] };
+    let mut f = 0i32;
+    unsafe {
+        assert_eq!(ggml_rs_quantize_slab(std::ptr::null(), &mut 0, &mut f, std::ptr::null_mut(), 0, std::ptr::null_mut(), &mut e), 1);
+        assert!(c_message(&e).contains("slab is NULL"));
+        assert_eq!(ggml_rs_quantize_slab(&slab, std::ptr::null_mut(), &mut f, std::ptr::null_mut(), 0, std::ptr::null_mut(), std::ptr::null_mut()), 1);
+    }
 }
 
 fn c_message(e: &CError) -> String {

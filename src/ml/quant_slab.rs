@@ -170,9 +170,9 @@ mod tests {
     use crate::ml::quant::quantized_size;
     use crate::sys;
 
-    const Q4_0: u32 = sys::GGML_TYPE_Q4_0 as u32;
-    const F16: u32 = sys::GGML_TYPE_F16 as u32;
-    const F32: u32 = sys::GGML_TYPE_F32 as u32;
+    const Q4_0: u32 = sys::GGML_TYPE_Q4_0;
+    const F16: u32 = sys::GGML_TYPE_F16;
+    const F32: u32 = sys::GGML_TYPE_F32;
 
     fn values(n: usize) -> Vec<f32> {
         (0..n).map(|i| ((i * 7919 % 1000) as f32 / 250.0 - 2.0) * (1.0 + (i % 13) as f32)).collect()
