@@ -183,6 +183,7 @@ mod tests {
     }
 
     /// Runs a slab of `rows` F32 rows to `to` on `threads` threads.
+    #[allow(clippy::too_many_arguments)]
     fn run(to: u32, src: &[f32], ncols: usize, rows: usize, chunk: usize, threads: usize, im: Option<&[f32]>, per_expert: usize) -> (Vec<u8>, std::result::Result<(), String>) {
         let src = bytes(src);
         let dst_row = quantized_size(to, ncols as u64, 1).unwrap() as usize;
