@@ -234,7 +234,7 @@ func TestScratchLogits(t *testing.T) {
 		}
 		// Two sequences decoding together.
 		in = append(in, decoder.Input{Sequence: kvcache.Sequence{Seq: 1, Tokens: prompt(2, 3, m.Vocab)}})
-		const steps = 12
+		const steps = 40
 		var before, after runtime.MemStats
 		for s := 0; s < steps+2; s++ {
 			if s == 2 { // after the graph and the buffers exist
