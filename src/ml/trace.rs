@@ -1,6 +1,6 @@
 //! `GGML_RS_TRACE=1`: every node the scheduler computes, printed to stderr
-//! as it completes (op, shape, sum and sum of absolute values of its F32 or
-//! F16 data, name). A debugging aid for finding where two programs' graphs
+//! as it completes (op, shape, sum and sum of absolute values of its data
+//! as f32, name). A debugging aid for finding where two programs' graphs
 //! first part: llama.cpp's `tools/llama-ref` prints the same lines under
 //! `LLAMA_REF_TRACE=1`. Observing each node splits the graph at every node,
 //! so kernels that fuse neighbours do not fuse under the trace.
@@ -24,23 +24,28 @@ pub(crate) unsafe extern "C" fn callback(t: *mut sys::ggml_tensor, ask: bool, _:
 }
 
 unsafe fn print(t: &sys::ggml_tensor) {
-    let n = unsafe { sys::ggml_nelements(t) } as usize;
     let (mut sum, mut abs) = (0f64, 0f64);
-    let readable = unsafe { sys::ggml_is_contiguous(t) } && !t.buffer.is_null();
-    let mut add = |v: f64| {
-        sum += v;
-        abs += v.abs();
-    };
-    if readable && t.type_ == sys::GGML_TYPE_F32 {
-        let mut v = vec![0f32; n];
-        unsafe { sys::ggml_backend_tensor_get(t, v.as_mut_ptr().cast(), 0, n * 4) };
-        v.iter().for_each(|&x| add(x as f64));
-    } else if readable && t.type_ == sys::GGML_TYPE_F16 {
-        let mut v = vec![0u16; n];
-        unsafe { sys::ggml_backend_tensor_get(t, v.as_mut_ptr().cast(), 0, n * 2) };
-        v.iter().for_each(|&x| add(unsafe { sys::ggml_fp16_to_fp32(x) } as f64));
+    for v in unsafe { values(t) } {
+        sum += v as f64;
+        abs += (v as f64).abs();
     }
     let op = unsafe { std::ffi::CStr::from_ptr(sys::ggml_op_desc(t)) }.to_string_lossy();
     let name = unsafe { std::ffi::CStr::from_ptr(t.name.as_ptr()) }.to_string_lossy();
     eprintln!("trace {op} [{},{},{},{}] {sum:.6e} {abs:.6e} {name}", t.ne[0], t.ne[1], t.ne[2], t.ne[3]);
+}
+
+/// A contiguous tensor's values as f32 (ggml's to_float of its type);
+/// none for a view without data of its own or a type without one.
+unsafe fn values(t: &sys::ggml_tensor) -> Vec<f32> {
+    if t.buffer.is_null() || !unsafe { sys::ggml_is_contiguous(t) } {
+        return Vec::new();
+    }
+    let n = unsafe { sys::ggml_nelements(t) } as usize;
+    let mut raw = vec![0u8; unsafe { sys::ggml_nbytes(t) }];
+    unsafe { sys::ggml_backend_tensor_get(t, raw.as_mut_ptr().cast(), 0, raw.len()) };
+    let mut v = vec![0f32; n];
+    match super::quant::to_f32(t.type_, &raw, n as u64, &mut v) {
+        Ok(()) => v,
+        Err(_) => Vec::new(),
+    }
 }

@@ -274,20 +274,26 @@ void verbose_log(ggml_log_level, const char * text, void *) {
 
 // LLAMA_REF_TRACE=1: every node the scheduler computes, printed to stderr
 // as it completes, as ggml-rs prints them under GGML_RS_TRACE=1 (op, shape,
-// sum and sum of absolute values of its F32 or F16 data, name): where two
+// sum and sum of absolute values of its data as f32, name): where two
 // programs' graphs first part.
 static bool trace_node(struct ggml_tensor * t, bool ask, void *) {
     if (ask) return true;
     const int64_t n = ggml_nelements(t);
     double sum = 0, abs_sum = 0;
-    if (ggml_is_contiguous(t) && t->buffer && (t->type == GGML_TYPE_F32 || t->type == GGML_TYPE_F16)) {
+    // F32 has no to_float in ggml's type traits: it is read as it is.
+    const ggml_to_float_t to_float = ggml_get_type_traits(t->type)->to_float;
+    if (ggml_is_contiguous(t) && t->buffer && (to_float || t->type == GGML_TYPE_F32)) {
         std::vector<uint8_t> buf(ggml_nbytes(t));
+        std::vector<float> v(n);
         ggml_backend_tensor_get(t, buf.data(), 0, buf.size());
-        for (int64_t i = 0; i < n; i++) {
-            const double v = t->type == GGML_TYPE_F32 ? ((const float *) buf.data())[i]
-                                                      : ggml_fp16_to_fp32(((const ggml_fp16_t *) buf.data())[i]);
-            sum += v;
-            abs_sum += std::fabs(v);
+        if (to_float) {
+            to_float(buf.data(), v.data(), n);
+        } else {
+            memcpy(v.data(), buf.data(), buf.size());
+        }
+        for (float x : v) {
+            sum += x;
+            abs_sum += std::fabs((double) x);
         }
     }
     fprintf(stderr, "trace %s [%lld,%lld,%lld,%lld] %.6e %.6e %s\n", ggml_op_desc(t), (long long) t->ne[0],
