@@ -128,8 +128,8 @@ func scalingVocabs(t testing.TB) map[string]*Tokenizer {
 	return out
 }
 
-// TestScaling: 1 MB of prose, and a 1 MB word, take about ten times as
-// long as 100 KB (within testvocab.MaxRatio), not a hundred times.
+// TestScaling: 1 MB of prose, and a 1 MB word, cost about ten times
+// the CPU time of 100 KB (within testvocab.MaxRatio), not a hundred times.
 func TestScaling(t *testing.T) {
 	for name, tk := range scalingVocabs(t) {
 		rng := rand.New(rand.NewSource(1))

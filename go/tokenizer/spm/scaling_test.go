@@ -171,8 +171,8 @@ func scalingVocab(t testing.TB) (string, *Tokenizer) {
 	return "tiny", tiny(t)
 }
 
-// TestScaling: 1 MB of prose, and a 1 MB word, take about ten times as
-// long as 100 KB (within testvocab.MaxRatio), not a hundred times.
+// TestScaling: 1 MB of prose, and a 1 MB word, cost about ten times
+// the CPU time of 100 KB (within testvocab.MaxRatio), not a hundred times.
 func TestScaling(t *testing.T) {
 	name, tk := scalingVocab(t)
 	rng := rand.New(rand.NewSource(1))

@@ -54,7 +54,7 @@ func TestMatchesNaive(t *testing.T) {
 }
 
 // TestScaling: 1 MB of prose, of text dense with control tokens, of one
-// word and of 100-letter words take about ten times as long as 100 KB
+// word and of 100-letter words cost about ten times the CPU time of 100 KB
 // (within testvocab.MaxRatio), not a hundred times.
 func TestScaling(t *testing.T) {
 	tok, name := minilm(t), "MiniLM"
