@@ -69,7 +69,7 @@ func TestMTPParity(t *testing.T) {
 				}
 				var sc parityScore
 				for i := range got {
-					sc.add(t, got[i], ref[i])
+					sc.add(t, got[i], ref[i], 0)
 				}
 				t.Logf("%-12s max|d| %.2e, top-1 %d/%d", what, sc.worst, sc.top1, sc.rows)
 				if sc.worst > parityMaxAbs || sc.top1 != sc.rows {

@@ -35,6 +35,17 @@ const (
 	// reference) gives 6e-3 on the F16 models and 0.17 on the quantized
 	// ones; a wrong graph gives more.
 	parityMaxAbs = 2e-3
+	// primitiveSpreads is how many times the reference's own spread (see
+	// goldenDoc.spread) the primitive delta-net path may stray from the
+	// golden unfused runs on another CPU. The chunked delta rule sums
+	// long f32 dot products whose order follows the SIMD width, and these
+	// random-weight hybrids amplify any rounding change: on an Intel
+	// Xeon (AVX-512 with VNNI, no BF16) llama.cpp's own unfused path
+	// left the golden files (made on another processor) by up to 0.43
+	// and 0.84 of the spread (6.2e-2 of 0.145 on qwen35-small-q8_0,
+	// 2.1e-1 of 0.25 on qwen35moe-small-q4_0), and ours by up to 8.6e-2.
+	// Twice the spread leaves more than twice the worst measured drift.
+	primitiveSpreads = 2
 	// parityMinGreedy is the least fraction of the reference's 64-token
 	// greedy continuation whose every token ours predicts as top-1 when
 	// fed the reference's tokens one at a time after the prompt, as
@@ -140,13 +151,55 @@ type refRuns struct {
 	}
 }
 
+// spread is the largest difference between the reference's own runs of
+// the same input on the machine that made the golden file: each case's
+// sequences across ubatch sizes (per flash-attention setting), and the
+// fused delta net's cases and parallel batches against the unfused one's.
+// It measures how far a change of rounding order alone moves these
+// logits, which is what another CPU is.
+func (d *goldenDoc) spread() float64 {
+	var worst float64
+	diff := func(a, b [][]float32) {
+		for i := range min(len(a), len(b)) {
+			for j := range min(len(a[i]), len(b[i])) {
+				worst = math.Max(worst, math.Abs(float64(a[i][j]-b[i][j])))
+			}
+		}
+	}
+	runs := []*refRuns{&d.refRuns}
+	if d.Unfused != nil {
+		runs = append(runs, d.Unfused)
+		for i := range min(len(d.Cases), len(d.Unfused.Cases)) {
+			diff(d.Cases[i].Logits, d.Unfused.Cases[i].Logits)
+		}
+		for i := range min(len(d.Parallel), len(d.Unfused.Parallel)) {
+			diff(d.Parallel[i].Logits, d.Unfused.Parallel[i].Logits)
+		}
+	}
+	for _, r := range runs {
+		for i, a := range r.Cases {
+			for _, b := range r.Cases[i+1:] {
+				if a.FA == b.FA {
+					diff(a.Logits, b.Logits)
+				}
+			}
+		}
+	}
+	return worst
+}
+
 // parityScore accumulates one setting's comparison.
 type parityScore struct {
 	worst      float64
 	top1, rows int
+	// ties: rows whose top-1 need not agree (tie below), among rows.
+	ties int
 }
 
-func (p *parityScore) add(t *testing.T, got, want []float32) {
+// add scores one row. Where tie > 0, a row whose golden top-1 leads its
+// runner-up by no more than 2*tie is a tie within the tolerance, and its
+// top-1 is not required to agree (max|d| still holds for it).
+func (p *parityScore) add(t *testing.T, got, want []float32, tie float64) {
 	t.Helper()
 	if len(got) != len(want) {
 		t.Fatalf("%d logits, golden %d", len(got), len(want))
@@ -155,9 +208,26 @@ func (p *parityScore) add(t *testing.T, got, want []float32) {
 		p.worst = math.Max(p.worst, math.Abs(float64(got[i]-want[i])))
 	}
 	p.rows++
-	if sample.Greedy(got) == sample.Greedy(want) {
+	switch {
+	case sample.Greedy(got) == sample.Greedy(want):
 		p.top1++
+	case tie > 0 && lead(want) <= 2*tie:
+		p.ties++
 	}
+}
+
+// lead is by how much a row's largest value exceeds its second largest.
+func lead(row []float32) float64 {
+	first, second := math.Inf(-1), math.Inf(-1)
+	for _, v := range row {
+		switch x := float64(v); {
+		case x > first:
+			first, second = x, first
+		case x > second:
+			second = x
+		}
+	}
+	return first - second
 }
 
 // TestParityWithLlamaCpp holds ours to llama.cpp's golden outputs on every
@@ -210,12 +280,21 @@ func parityCase(t *testing.T, path, name, deltaNet, fa string, doc *goldenDoc) {
 			t.Fatalf("the golden file has no \"unfused\" runs (make parity-golden writes them)")
 		}
 	}
-	tol := parityMaxAbs
+	// The fused path (and every non-hybrid model) is held to the golden
+	// files at parityMaxAbs on any CPU; the primitive path to the
+	// reference's own spread (see primitiveSpreads), and its top-1 to
+	// agree wherever the golden lead is beyond that.
+	tol, tie := parityMaxAbs, 0.0
+	if deltaNet == "primitive" {
+		tol = math.Max(parityMaxAbs, primitiveSpreads*doc.spread())
+		tie = tol
+		t.Logf("tolerance %.3g: %g times the reference's spread %.3g", tol, float64(primitiveSpreads), doc.spread())
+	}
 	check := func(what string, sc parityScore) {
 		t.Helper()
-		t.Logf("%-10s max|d| %.2e, top-1 %d/%d", what, sc.worst, sc.top1, sc.rows)
-		if sc.worst > tol || sc.top1 != sc.rows {
-			t.Errorf("%s: max|d| %.3g (at most %g), top-1 %d/%d (all)", what, sc.worst, tol, sc.top1, sc.rows)
+		t.Logf("%-10s max|d| %.2e, top-1 %d/%d (%d ties)", what, sc.worst, sc.top1, sc.rows, sc.ties)
+		if sc.worst > tol || sc.top1+sc.ties != sc.rows {
+			t.Errorf("%s: max|d| %.3g (at most %.3g), top-1 %d/%d (all but %d ties)", what, sc.worst, tol, sc.top1, sc.rows, sc.ties)
 		}
 	}
 	if len(ref.Cases) != 8 || len(ref.Parallel) != 2 {
@@ -231,7 +310,7 @@ func parityCase(t *testing.T, path, name, deltaNet, fa string, doc *goldenDoc) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			sc.add(t, rows[0], c.Logits[i])
+			sc.add(t, rows[0], c.Logits[i], tie)
 		}
 		check(fmt.Sprintf("ubatch %d", c.Ubatch), sc)
 	}
@@ -245,7 +324,7 @@ func parityCase(t *testing.T, path, name, deltaNet, fa string, doc *goldenDoc) {
 		}
 		var sc parityScore
 		for i := range rows {
-			sc.add(t, rows[i], p.Logits[i])
+			sc.add(t, rows[i], p.Logits[i], tie)
 		}
 		check(fmt.Sprintf("%d seqs", len(rows)), sc)
 	}

@@ -94,8 +94,8 @@ func vulkanParityRun(t *testing.T, path string, doc *vulkanGolden, ngl int, fa s
 			t.Fatal(err)
 		}
 		got[i] = rows[0]
-		vs.add(t, rows[0], want[i])
-		cs.add(t, want[i], cpuDoc.Sequences[i].Logits) // llama.cpp: Vulkan against CPU
+		vs.add(t, rows[0], want[i], 0)
+		cs.add(t, want[i], cpuDoc.Sequences[i].Logits, 0) // llama.cpp: Vulkan against CPU
 	}
 	tol := parityMaxAbs
 	t.Logf("fa auto -> %s; ours-Vulkan vs llama.cpp-Vulkan max|d| %.2e (at most %g), top-1 %d/%d; llama.cpp Vulkan vs CPU max|d| %.2e",
