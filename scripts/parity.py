@@ -73,7 +73,7 @@ RECURRENT_ARCHS = ("qwen3next", "qwen35", "qwen35moe")
 # The reference's environment for its unfused delta net (a patch of ours,
 # scripts/llama-patches/01-ref-unfused-gdn.sh); the golden files of the
 # recurrent models hold its logits under "unfused", which our primitive
-# path is held to at the same tolerances as the fused path to "cases".
+# path is held to (at PRIMITIVE_SPREADS times the reference's spread).
 UNFUSED_ENV = {"LLAMA_REF_UNFUSED_GDN": "1"}
 MODELS += [f"{a}-small-f32" for a in RECURRENT_ARCHS]
 N_GREEDY = 64
@@ -102,6 +102,11 @@ REF_TOL = 1e-2
 # with the same -fa and -ubatch, so it takes the same kernel paths.
 OURS_TOL = {"f32": 2e-3, "f16": 2e-3, "q8_0": 2e-3, "q4_0": 2e-3}
 OURS_MIN_TOP1 = 0.95
+# The unfused delta net (the reference's against its golden file, our
+# primitive path against that) on another CPU: twice the reference's own
+# spread (spread()), as the Go test's primitiveSpreads, whose comment has
+# the measurements.
+PRIMITIVE_SPREADS = 2
 # The reference runs with its default -fa auto, which llama.cpp resolves to
 # flash attention on for the CPU; ours is asked for the same.
 OURS_ARGS = ("-fa", "on")
@@ -410,8 +415,10 @@ def ref_cases(a, path, seqs, par_seqs, env=None):
     return cases, parallel
 
 
-def rows_diff(got_rows, want_rows):
-    """Largest |difference| and top-1 agreement of rows of logits."""
+def rows_diff(got_rows, want_rows, tie=0.0):
+    """Largest |difference| and top-1 agreement of rows of logits. With
+    tie > 0, a row whose wanted top-1 leads its runner-up by at most 2*tie
+    counts as agreeing (a tie within that tolerance)."""
     if len(got_rows) != len(want_rows):
         raise RuntimeError(f"{len(got_rows)} rows of logits, want {len(want_rows)}")
     worst, top1 = 0.0, 0
@@ -419,11 +426,39 @@ def rows_diff(got_rows, want_rows):
         if len(got) != len(want):
             raise RuntimeError(f"{len(got)} logits, want {len(want)}")
         worst = max(worst, max(abs(x - y) for x, y in zip(got, want)))
-        top1 += argmax(got) == argmax(want)
+        first, second = sorted(want, reverse=True)[:2]
+        top1 += argmax(got) == argmax(want) or (tie > 0 and first - second <= 2 * tie)
     return worst, top1
 
 
-def compare_logits(prog, path, doc, t, extra=(), new=True, unfused=False, env=None):
+def spread(doc):
+    """The largest difference between the reference's own runs of the same
+    input on the machine that made the golden file (the Go test's
+    goldenDoc.spread): the cases across ubatch sizes per flash-attention
+    setting, and the fused runs against the unfused ones."""
+    worst = 0.0
+
+    def diff(a, b):
+        nonlocal worst
+        for x, y in zip(a, b):
+            worst = max(worst, max(abs(u - v) for u, v in zip(x, y)))
+
+    runs = [doc]
+    if "unfused" in doc:
+        runs.append(doc["unfused"])
+        for a, b in zip(doc["cases"], doc["unfused"]["cases"]):
+            diff(a["logits"], b["logits"])
+        for a, b in zip(doc["parallel"], doc["unfused"]["parallel"]):
+            diff(a["logits"], b["logits"])
+    for r in runs:
+        for i, a in enumerate(r["cases"]):
+            for b in r["cases"][i + 1:]:
+                if a["fa"] == b["fa"]:
+                    diff(a["logits"], b["logits"])
+    return worst
+
+
+def compare_logits(prog, path, doc, t, extra=(), new=True, unfused=False, env=None, tie=0.0):
     """prog's last-position logits against the golden file's: the three
     sequences as the golden "sequences" were made (extra: the options that
     reproduce the reference's defaults), then, with new, every "cases" entry
@@ -445,14 +480,14 @@ def compare_logits(prog, path, doc, t, extra=(), new=True, unfused=False, env=No
         if not new:
             return out
     for c in runs["cases"]:
-        w, k = rows_diff(rows((*extra, "-fa", c["fa"], "-ubatch", str(c["ubatch"]))), c["logits"])
+        w, k = rows_diff(rows((*extra, "-fa", c["fa"], "-ubatch", str(c["ubatch"]))), c["logits"], tie)
         out.append((f"fa {c['fa']} ubatch {c['ubatch']}", w, k, len(seqs)))
     for p in runs["parallel"]:
         r = run_json(prog, ["logits", "-seqs", *extra, "-fa", p["fa"], "-t", str(t), path] +
                      [",".join(map(str, x)) for x in p["sequences"]], env)
         if r.get("sequences") != p["sequences"]:
             raise RuntimeError("-seqs answered other sequences")
-        w, k = rows_diff(r["logits"], p["logits"])
+        w, k = rows_diff(r["logits"], p["logits"], tie)
         out.append((f"parallel fa {p['fa']}", w, k, len(p["sequences"])))
     return out
 
@@ -507,11 +542,16 @@ def check(a):
                   "(gen-models.py, numpy or gguf changed?)")
             failures += 1
         # Reference against golden.
+        # The unfused delta net (the reference's, and our primitive path) is
+        # held to twice the reference's own spread on another CPU (the Go
+        # test's primitiveSpreads).
+        unfused_tol = PRIMITIVE_SPREADS * spread(doc) if "unfused" in doc else 0.0
         try:
-            res = compare_logits(a.ref, path, doc, a.t)
+            res = [(w, d, k, n, REF_TOL) for w, d, k, n in compare_logits(a.ref, path, doc, a.t)]
             if "unfused" in doc:
-                res += [(f"unfused {w}", d, k, n) for w, d, k, n in
-                        compare_logits(a.ref, path, doc, a.t, unfused=True, env=UNFUSED_ENV)]
+                tol = max(REF_TOL, unfused_tol)
+                res += [(f"unfused {w}", d, k, n, tol) for w, d, k, n in
+                        compare_logits(a.ref, path, doc, a.t, unfused=True, env=UNFUSED_ENV, tie=tol)]
             g = run_json(a.ref, ["greedy", "-n", str(doc["greedy"]["n"]), "-t", str(a.t), path] +
                          [str(x) for x in doc["greedy"]["prompt"]])
         except (RuntimeError, ValueError, KeyError) as e:
@@ -521,28 +561,30 @@ def check(a):
         same = sum(x == y for x, y in zip(g["tokens"], doc["greedy"]["tokens"]))
         worst = max(r[1] for r in res)
         top1, rows = sum(r[2] for r in res), sum(r[3] for r in res)
-        ok = worst <= REF_TOL and top1 == rows and same == doc["greedy"]["n"]
+        ok = all(d <= tol for _, d, _, _, tol in res) and top1 == rows and same == doc["greedy"]["n"]
         failures += not ok
-        notes += [f"    reference, {w}: max|d| {d:.2e}, top-1 {k}/{n}" for w, d, k, n in res
-                  if d > REF_TOL or k != n]
+        notes += [f"    reference, {w}: max|d| {d:.2e} (at most {tol:.2e}), top-1 {k}/{n}" for w, d, k, n, tol in res
+                  if d > tol or k != n]
         line += f"{worst:>10.2e} {top1:>3}/{rows:<3} {same:>2}/{doc['greedy']['n']} {'ok' if ok else 'FAIL'} |"
         # Ours against golden.
         if ours_ok:
             try:
-                res = compare_logits(a.ours, path, doc, a.t, OURS_ARGS, ours_new)
+                base = OURS_TOL[m.rsplit("-", 1)[1]]
+                res = [(w, d, k, n, base) for w, d, k, n in compare_logits(a.ours, path, doc, a.t, OURS_ARGS, ours_new)]
                 frac = greedy_top1(a.ours, path, doc, a.t, OURS_ARGS)
                 if "unfused" in doc and ours_new:
                     # Our primitive delta net against the reference's unfused one.
-                    res += [(f"primitive {w}", d, k, n) for w, d, k, n in
-                            compare_logits(a.ours, path, doc, a.t, ("-delta-net", "primitive"), unfused=True)]
+                    tol = max(base, unfused_tol)
+                    res += [(f"primitive {w}", d, k, n, tol) for w, d, k, n in
+                            compare_logits(a.ours, path, doc, a.t, ("-delta-net", "primitive"), unfused=True, tie=tol)]
                     frac = min(frac, greedy_top1(a.ours, path, {"greedy": doc["unfused"]["greedy"]}, a.t,
                                                  OURS_ARGS + ("-delta-net", "primitive")))
-                tol = OURS_TOL[m.rsplit("-", 1)[1]]
                 worst = max(r[1] for r in res)
                 top1, rows = sum(r[2] for r in res), sum(r[3] for r in res)
-                ok = worst <= tol and top1 == rows and frac >= OURS_MIN_TOP1
+                ok = all(d <= tol for _, d, _, _, tol in res) and top1 == rows and frac >= OURS_MIN_TOP1
                 failures += not ok
-                notes += [f"    ours, {w}: max|d| {d:.2e}, top-1 {k}/{n}" for w, d, k, n in res if d > tol or k != n]
+                notes += [f"    ours, {w}: max|d| {d:.2e} (at most {tol:.2e}), top-1 {k}/{n}"
+                          for w, d, k, n, tol in res if d > tol or k != n]
                 line += f" {worst:>11.2e} {top1:>3}/{rows:<3} {frac:>11.1%} {'ok' if ok else 'FAIL'}"
             except (RuntimeError, ValueError, KeyError) as e:
                 failures += 1
