@@ -6,7 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
+
+	"ggmlrs/tokenizer/internal/testvocab"
 )
 
 // naive is the rescanning loop Merger replaces: after every merge it
@@ -113,23 +114,11 @@ func (b bigEach) Each(f func(string)) { b.m.each(f) }
 
 // TestLinear: a long run of one letter where every pair merges into a
 // token of any length (keyed by length, so merges sweep left to right
-// many times) takes time about linear in its length.
+// many times) costs CPU time about linear in its length
+// (testvocab.Scaling).
 func TestLinear(t *testing.T) {
 	lookup := func(pair string, mid int) (uint32, Kind) { return uint32(len(pair)), Ranked }
 	var m Merger
-	timeOf := func(n int) time.Duration {
-		s := strings.Repeat("a", n)
-		best := time.Duration(1 << 62)
-		for range 3 {
-			t0 := time.Now()
-			m.Run(s, lookup)
-			best = min(best, time.Since(t0))
-		}
-		return best
-	}
-	small, large := timeOf(1e5), timeOf(1e6)
-	t.Logf("100 KB: %v, 1 MB: %v", small, large)
-	if r := float64(large) / float64(small); r > 20 {
-		t.Errorf("1 MB takes %.1f times as long as 100 KB (linear: 10)", r)
-	}
+	run := func(s string) { m.Run(s, lookup) }
+	testvocab.Scaling(t, "one letter", run, strings.Repeat("a", 1e5), strings.Repeat("a", 1e6))
 }
