@@ -2008,6 +2008,16 @@ const char *ggml_rs_ggml_version(void);
  */
 const char *ggml_rs_ggml_commit(void);
 
+/**
+ * The bundled ggml's CPU features, as its CPU backend reports them: the
+ * instruction sets it was built for and uses, e.g. "SSE3 SSSE3 AVX AVX2
+ * F16C FMA BMI2 AVX512 AVX512_VNNI AVX512_BF16 LLAMAFILE REPACK" (a
+ * feature with a value other than 1 as NAME=VALUE). The kernels that run,
+ * and so the last bits of float results, follow from it. Static, never
+ * NULL.
+ */
+const char *ggml_rs_cpu_features(void);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif  // __cplusplus

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"strings"
 	"text/tabwriter"
 
 	"ggmlrs/ml/backend"
@@ -27,7 +28,11 @@ func runDevices(args []string) error {
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s / %s\t%s\n", d.Index, d.Type, d.Name, lib,
 			bytesIEC(d.FreeMemory), bytesIEC(d.TotalMemory), d.Description)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err = fmt.Printf("CPU features: %s\n", strings.Join(backend.CPUFeatures(), " "))
+	return err
 }
 
 // bytesIEC formats a byte count with a binary unit.

@@ -26,6 +26,7 @@ import (
 	"iter"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -372,6 +373,13 @@ func Threads(n int) int { return n }
 // DefaultThreads is the thread count a backend uses when NumThreads is 0:
 // the CPUs this process may run on, limited by any cgroup CPU quota.
 func DefaultThreads() int { return int(C.ggml_rs_default_threads()) }
+
+// CPUFeatures is the instruction sets the bundled ggml's CPU backend was
+// built for and uses, as it names them ("AVX2", "AVX512", "AVX512_BF16",
+// "AMX_INT8", "REPACK", ...; a feature with a value other than 1 as
+// NAME=VALUE). Float results are reproducible to the bit only between
+// machines with the same list (and thread count).
+func CPUFeatures() []string { return strings.Fields(C.GoString(C.ggml_rs_cpu_features())) }
 
 // emptyConfig is the fs.Config of a backend without a model.
 type emptyConfig struct{}
