@@ -10,6 +10,10 @@
 //!   overflowed its stack), to the right value.
 //! * An idle client, or one that never says HELLO, blocks nobody; a client
 //!   that announces 2 GiB and sends nothing costs no 2 GiB.
+//! * When every client slot is taken, a connection idle past
+//!   --idle-timeout gives its slot to a new client (one that keeps working
+//!   does not, and an idle one keeps its slot while nobody needs it); HELLO
+//!   and each request must be through in time, however their bytes trickle.
 //! * Clients together stay within --mem, and within --max-clients.
 //! * A fuzzer sends random and mutated requests and graphs (bounded by count
 //!   and time; GGML_RS_RPC_FUZZ_ITERS for more) and after each checks that a
@@ -378,6 +382,116 @@ fn idle_and_silent_clients_block_nobody() {
     let t0 = Instant::now();
     srv.serves().unwrap();
     assert!(t0.elapsed() < Duration::from_secs(5), "served after {:?}", t0.elapsed());
+}
+
+/// Tries new clients (a full round trip each) until one is served, for up
+/// to `limit`.
+fn served_within(srv: &Server, limit: Duration) -> Result<(), String> {
+    let t0 = Instant::now();
+    loop {
+        match srv.serves() {
+            Ok(()) => return Ok(()),
+            Err(e) if t0.elapsed() > limit => {
+                let log = srv.text();
+                let tail: Vec<&str> = log.lines().rev().take(5).collect();
+                return Err(format!("no client served in {limit:?}: {e}; the server's log ends:\n{}", tail.join("\n")));
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(100)),
+        }
+    }
+}
+
+/// A round trip on an open connection: 64 bytes written and read back.
+fn round_trip(c: &mut Conn, fill: u8) -> std::io::Result<()> {
+    let data = vec![fill; 64];
+    let t = tensor_1d(1, c.buffer, c.base, 16);
+    c.set(&t, &data)?;
+    let got = c.get(&t, 64)?;
+    assert_eq!(got, data, "read back other bytes");
+    Ok(())
+}
+
+#[test]
+fn an_idle_client_gives_its_slot_to_a_new_one() {
+    let mut srv = Server::start(&["--max-clients", "2", "--idle-timeout", "1"]);
+    let mut a = Conn::open(&srv.endpoint, 4096).unwrap();
+    let mut b = Conn::open(&srv.endpoint, 4096).unwrap();
+    // Idle past the timeout with nobody waiting: both keep their slots
+    // (ggml's client keeps its model in its connection, however long it
+    // idles).
+    std::thread::sleep(Duration::from_millis(2500));
+    round_trip(&mut b, 7).unwrap_or_else(|e| panic!("b lost its connection while nobody needed its slot: {e}\n{}", srv.text()));
+    // Now a third client needs a slot: a, idle longest, gives it up.
+    served_within(&srv, Duration::from_secs(30)).unwrap();
+    assert!(a.closed(), "a kept its slot\n{}", srv.text());
+    assert!(srv.wait_log("idle for", 1).contains("closed to serve"), "{}", srv.text());
+    round_trip(&mut b, 9).unwrap_or_else(|e| panic!("b, which had just worked, lost its connection: {e}\n{}", srv.text()));
+    assert!(srv.alive());
+    assert!(!srv.text().contains("died"), "{}", srv.text());
+}
+
+#[test]
+fn a_client_that_keeps_working_keeps_its_slot() {
+    let mut srv = Server::start(&["--max-clients", "2", "--idle-timeout", "2"]);
+    let mut busy = Conn::open(&srv.endpoint, 4096).unwrap();
+    let mut idle = Conn::open(&srv.endpoint, 4096).unwrap();
+    // busy works every 200 ms, longer in all than the idle timeout, while
+    // a third client knocks: the slot it gets is idle's, never busy's.
+    let t0 = Instant::now();
+    let mut served = false;
+    while t0.elapsed() < Duration::from_secs(30) && !(served && t0.elapsed() > Duration::from_secs(5)) {
+        round_trip(&mut busy, t0.elapsed().as_millis() as u8)
+            .unwrap_or_else(|e| panic!("the working client lost its connection after {:?}: {e}\n{}", t0.elapsed(), srv.text()));
+        served = served || srv.serves().is_ok();
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(served, "no third client was served in {:?}\n{}", t0.elapsed(), srv.text());
+    assert!(idle.closed(), "the idle client kept its slot\n{}", srv.text());
+    round_trip(&mut busy, 1).unwrap();
+    assert!(srv.alive());
+}
+
+/// Sends `bytes` one at a time, `gap` apart, until the server closes the
+/// connection (then how long that took) or `limit` has passed (None).
+fn trickle(c: &mut Conn, bytes: &[u8], gap: Duration, limit: Duration) -> Option<Duration> {
+    let t0 = Instant::now();
+    c.s.set_read_timeout(Some(gap)).unwrap();
+    for b in bytes {
+        // The read waits out the gap (the server sends nothing meanwhile,
+        // or a reply, which does not count as closing).
+        if c.s.write_all(&[*b]).is_err() || c.closed() {
+            return Some(t0.elapsed());
+        }
+        if t0.elapsed() > limit {
+            return None;
+        }
+    }
+    None
+}
+
+#[test]
+fn hello_and_requests_must_arrive_in_time() {
+    let srv = Server::start(&["--io-timeout", "2"]);
+    // HELLO (33 bytes) a byte a second: every byte comes within the wait
+    // allowed, but HELLO as a whole must be through within 10 s.
+    let mut c = Conn::connect(&srv.endpoint).unwrap();
+    let mut hello = vec![HELLO];
+    hello.extend(24u64.to_ne_bytes());
+    hello.extend([0u8; 24]);
+    let t = trickle(&mut c, &hello, Duration::from_secs(1), Duration::from_secs(60));
+    assert!(t.is_some(), "a HELLO trickled over 33 s was served\n{}", srv.text());
+    assert!(srv.wait_log("refused: HELLO", 1).contains("in the time allowed"), "{}", srv.text());
+    // A request trickled a byte every 0.5 s: each within --io-timeout 2,
+    // but the request must be through within 2 s plus its bytes' time.
+    let mut c = Conn::open(&srv.endpoint, 4096).unwrap();
+    let mut req = vec![GET_TENSOR];
+    req.extend(((TENSOR + 16) as u64).to_ne_bytes());
+    req.extend(tensor_1d(1, c.buffer, c.base, 4));
+    req.extend([0u8; 16]);
+    let t = trickle(&mut c, &req, Duration::from_millis(500), Duration::from_secs(30));
+    assert!(t.is_some(), "a request trickled for 30 s was still being read\n{}", srv.text());
+    assert!(srv.wait_log("refused: GET_TENSOR", 1).contains("in the time allowed"), "{}", srv.text());
+    srv.serves().unwrap();
 }
 
 /// Resident memory (KiB) of the server's connection processes together.

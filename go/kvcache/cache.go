@@ -164,8 +164,8 @@ func New(b ml.Backend, cfg Config) (*Cache, error) {
 	if c.cfg.DType == ml.DTypeOther {
 		c.cfg.DType = ml.DTypeF16
 	}
-	if c.cfg.Capacity <= 0 {
-		return nil, fmt.Errorf("kvcache: capacity %d must be positive", c.cfg.Capacity)
+	if c.cfg.Capacity <= 0 || c.cfg.Capacity > MaxCapacity {
+		return nil, fmt.Errorf("kvcache: capacity %d must be 1 to %d tokens", c.cfg.Capacity, MaxCapacity)
 	}
 	if c.cfg.Rewind < 0 || c.cfg.Rewind > 63 {
 		return nil, fmt.Errorf("kvcache: rewind %d must be 0 to 63 tokens", c.cfg.Rewind)

@@ -5,7 +5,9 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use ggml_rs::ml::rpc::{self, ServerOptions, DEFAULT_PORT};
+use std::time::Duration;
+
+use ggml_rs::ml::rpc::{self, ServerOptions, DEFAULT_IDLE_TIMEOUT_SECS, DEFAULT_PORT};
 
 fn usage() -> String {
     format!(
@@ -14,7 +16,8 @@ ggml-rs-rpc-server: serve this machine's CPU to ggml RPC clients (ggml-rs:
 add it with GGML_RS_RPC_SERVERS=host:port or ggml_rs_rpc_add_server).
 
 Usage: ggml-rs-rpc-server [--host ADDR] [--port PORT] [--threads N] [--mem MiB]
-                          [--cache DIR] [--max-clients N] [--allow-remote]
+                          [--cache DIR] [--max-clients N] [--idle-timeout SECS]
+                          [--io-timeout SECS] [--allow-remote]
 
 Options:
   -H, --host ADDR      IPv4 address to listen on (default 127.0.0.1;
@@ -26,7 +29,21 @@ Options:
                        may hold together (default: this host's)
   -c, --cache DIR      cache large tensors here by hash, so clients that load
                        the same weights again skip sending them
-      --max-clients N  clients served at once (default 16); more are refused
+      --max-clients N  clients served at once (default 16); more are refused,
+                       unless a connection has idled longer than --idle-timeout
+      --idle-timeout SECS
+                       when every client slot is taken, a new client gets the
+                       slot of the connection that has waited longest for its
+                       next command, if longer than SECS (default {DEFAULT_IDLE_TIMEOUT_SECS}; 0:
+                       never). An idle connection keeps its slot while no one
+                       needs it: ggml's RPC client holds one connection per
+                       server, with the model's weights, for as long as the
+                       model stays loaded, idle or not
+      --io-timeout SECS
+                       the longest wait for the next bytes of a request, or
+                       for a client to take a reply's; a whole request (or
+                       reply) may take SECS plus a second per 64 KiB of it
+                       (default 60). HELLO must be through within 10 s
       --allow-remote   allow a non-loopback ADDR (see SECURITY)
   -h, --help           this text
   -V, --version        the version
@@ -105,12 +122,24 @@ fn parse(args: &[String]) -> Result<Option<ServerOptions>, String> {
                     .filter(|&n| (1..=4096).contains(&n))
                     .ok_or(format!("--max-clients {v:?} is not a number in 1..4096"))?;
             }
+            "--idle-timeout" => o.idle_timeout = seconds("--idle-timeout", &value("--idle-timeout")?, true)?,
+            "--io-timeout" => o.io_timeout = seconds("--io-timeout", &value("--io-timeout")?, false)?,
             "--allow-remote" => o.allow_remote = true,
             other => return Err(format!("unknown argument {other:?}")),
         }
         i += 1;
     }
     Ok(Some(o))
+}
+
+/// A whole number of seconds up to a day (`zero`: 0 allowed).
+fn seconds(flag: &str, v: &str, zero: bool) -> Result<Duration, String> {
+    let lo = if zero { 0 } else { 1 };
+    v.parse::<u64>()
+        .ok()
+        .filter(|n| (lo..=86_400).contains(n))
+        .map(Duration::from_secs)
+        .ok_or(format!("{flag} {v:?} is not a number of seconds in {lo}..86400"))
 }
 
 fn main() -> ExitCode {

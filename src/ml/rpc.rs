@@ -693,7 +693,7 @@ pub(crate) fn check_tensor(_t: super::Tensor, _what: &str) -> Result<()> {
 // ---- serving ------------------------------------------------------------------
 
 // The server is its own module (it needs nothing of ggml's RPC client).
-pub use super::rpc_server::{serve, server_address, ServerOptions, DEFAULT_PORT};
+pub use super::rpc_server::{serve, server_address, ServerOptions, DEFAULT_IDLE_TIMEOUT_SECS, DEFAULT_PORT};
 
 #[cfg(test)]
 mod tests {

@@ -76,7 +76,7 @@ func runBenchSpec(args []string) error {
 	if need := *np + *ng + *draftMax + 1; *df.ctx < need {
 		*df.ctx = need
 	}
-	b, m, _, err := openDecoder(pos[0], df)
+	b, m, _, err := openDecoderFor(pos[0], df, decoder.CacheOptions{Capacity: *df.ctx, MaxBatch: *df.batch, Rewind: *draftMax})
 	if err != nil {
 		return err
 	}

@@ -42,8 +42,11 @@ func (f *decoderFlags) resolveFA() error {
 	default:
 		return usagef("-fa %q: auto, on or off", *f.fa)
 	}
-	if *f.ctx < 1 || *f.batch < 1 {
-		return usagef("-ctx and -batch must be positive")
+	if *f.ctx < 1 || *f.ctx > maxContext {
+		return usagef("-ctx %d: 1 to %d tokens", *f.ctx, maxContext)
+	}
+	if *f.batch < 1 || *f.batch > maxContext {
+		return usagef("-batch %d: 1 to %d tokens", *f.batch, maxContext)
 	}
 	if *f.deltaNet != "fused" && *f.deltaNet != "primitive" {
 		return usagef("-delta-net %q: fused or primitive", *f.deltaNet)
@@ -52,9 +55,19 @@ func (f *decoderFlags) resolveFA() error {
 }
 
 // openDecoder opens a decoder model of any supported architecture and its
-// tokenizer.
+// tokenizer, once checkCacheFits has found room next to the weights for a
+// cache of -ctx tokens.
 func openDecoder(path string, f *decoderFlags) (*backend.Backend, *decoder.Model, decoder.Tokenizer, error) {
+	return openDecoderFor(path, f, decoder.CacheOptions{Capacity: *f.ctx, MaxBatch: *f.batch})
+}
+
+// openDecoderFor is openDecoder for a cache sized by o (several sequences,
+// rewind states).
+func openDecoderFor(path string, f *decoderFlags, o decoder.CacheOptions) (*backend.Backend, *decoder.Model, decoder.Tokenizer, error) {
 	if err := f.resolveFA(); err != nil {
+		return nil, nil, nil, err
+	}
+	if err := checkCacheFits(path, f.modelFlags, o, *f.ctx); err != nil {
 		return nil, nil, nil, err
 	}
 	b, err := openModel(path, f.modelFlags, true)
@@ -122,7 +135,11 @@ func runGenerate(args []string) error {
 	case *draft != "" && *draftMax >= *df.ctx:
 		return usagef("-draft-max %d does not fit the %d-token context (-ctx)", *draftMax, *df.ctx)
 	}
-	b, m, tok, err := openDecoder(pos[0], df)
+	rewind := 0
+	if *draft == "mtp" {
+		rewind = *draftMax
+	}
+	b, m, tok, err := openDecoderFor(pos[0], df, decoder.CacheOptions{Capacity: *df.ctx, MaxBatch: *df.batch, Rewind: rewind})
 	if err != nil {
 		return err
 	}
@@ -144,10 +161,6 @@ func runGenerate(args []string) error {
 	ids := tok.Encode(*prompt, true)
 	if len(ids) == 0 {
 		return usagef("the prompt is empty (and the model adds no BOS token)")
-	}
-	rewind := 0
-	if drafter != nil {
-		rewind = *draftMax
 	}
 	cache, err := m.NewCache(decoder.CacheOptions{Capacity: *df.ctx, MaxBatch: *df.batch, Rewind: rewind})
 	if err != nil {

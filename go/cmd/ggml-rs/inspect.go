@@ -38,6 +38,9 @@ func runInspect(args []string) error {
 	if *ctxSize < 1 || *parallel < 1 {
 		return usagef("-ctx and -parallel must be positive")
 	}
+	if *ctxSize > maxContext {
+		return usagef("-ctx %d: 1 to %d tokens", *ctxSize, maxContext)
+	}
 	path := pos[0]
 	st, err := os.Stat(path)
 	if err != nil {

@@ -72,14 +72,19 @@ func runLogits(args []string) error {
 // runLogitsSeqs runs several sequences in one batch (logits -seqs).
 func runLogitsSeqs(path string, args []string, df *decoderFlags) error {
 	var ids [][]int32
+	ctx := *df.ctx
 	for _, a := range args {
 		t, err := parseTokens([]string{a})
 		if err != nil {
 			return err
 		}
 		ids = append(ids, t)
+		ctx = max(ctx, len(t))
 	}
-	b, m, _, err := openDecoder(path, df)
+	if ctx > maxContext/len(ids) {
+		return usagef("-ctx %d × %d sequences: at most %d tokens in all", ctx, len(ids), maxContext)
+	}
+	b, m, _, err := openDecoderFor(path, df, decoder.CacheOptions{Capacity: ctx * len(ids), Sequences: len(ids), MaxBatch: *df.batch})
 	if err != nil {
 		return err
 	}

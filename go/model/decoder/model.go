@@ -111,12 +111,28 @@ type CacheOptions struct {
 
 // NewCache makes a cache for the model.
 func (m *Model) NewCache(o CacheOptions) (*kvcache.Cache, error) {
+	return kvcache.New(m.b, m.cacheConfig(o))
+}
+
+// CacheSize is the memory NewCache(o) would take, computed from the
+// layers' shapes without allocating anything (kvcache.Size): the bytes of
+// each block's cache, on that block's device, and of the cache's
+// bookkeeping in Go memory. It refuses the capacities NewCache refuses.
+func (m *Model) CacheSize(o CacheOptions) (layers []uint64, host uint64, err error) {
+	pad := 1
+	if bc, ok := m.b.(ml.BackendCacheConfig); ok {
+		pad = bc.CacheConfig().CachePadding
+	}
+	return kvcache.Size(m.cacheConfig(o), pad)
+}
+
+func (m *Model) cacheConfig(o CacheOptions) kvcache.Config {
 	specs := make([]kvcache.LayerSpec, len(m.Blocks))
 	for i, bl := range m.Blocks {
 		specs[i] = bl.Cache
 	}
-	return kvcache.New(m.b, kvcache.Config{Layers: specs, Capacity: o.Capacity, Sequences: o.Sequences,
-		Window: m.Window, MaxBatch: o.MaxBatch, Rewind: o.Rewind})
+	return kvcache.Config{Layers: specs, Capacity: o.Capacity, Sequences: o.Sequences,
+		Window: m.Window, MaxBatch: o.MaxBatch, Rewind: o.Rewind}
 }
 
 // stepGraph is a computed graph kept for the next batch of the same

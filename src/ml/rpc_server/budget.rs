@@ -21,22 +21,7 @@ pub struct Shared {
 
 impl Shared {
     pub fn new(limit: u64, slots: usize) -> Result<Shared, String> {
-        let len = (slots + 1) * 8;
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(format!("cannot map the shared memory budget: {}", std::io::Error::last_os_error()));
-        }
-        // Zeroed by mmap; lives as long as the process (and its children).
-        let words = unsafe { std::slice::from_raw_parts(p as *const AtomicU64, slots + 1) };
+        let words = shared_words(slots + 1).map_err(|e| format!("cannot map the shared memory budget: {e}"))?;
         Ok(Shared { limit, words })
     }
 
@@ -79,4 +64,23 @@ impl Budget {
     pub fn used(&self) -> u64 {
         self.total.load(Ordering::Acquire)
     }
+}
+
+/// `n` zeroed counters in memory shared with the processes forked after
+/// this call; they live as long as the process (and its children).
+pub(super) fn shared_words(n: usize) -> std::io::Result<&'static [AtomicU64]> {
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            n * 8,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(unsafe { std::slice::from_raw_parts(p as *const AtomicU64, n) })
 }

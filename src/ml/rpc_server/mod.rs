@@ -21,8 +21,16 @@
 //!   gets past the checks and still crashes a kernel ends only the
 //!   connection that sent it (the listener logs the signal);
 //! * bounds what clients may take: connections (`max_clients`), buffer
-//!   memory for all of them together ([`budget`]), the time before HELLO and
-//!   between the bytes of a request.
+//!   memory for all of them together ([`budget`]), the time HELLO may take,
+//!   and the time of each request and reply (no wait longer than
+//!   `io_timeout`, and all its bytes within that plus their time at
+//!   64 KiB/s: a peer trickling a byte now and then cannot hold on);
+//! * lends the slot of a connection that has waited for its next command
+//!   longer than `idle_timeout` to a new client when every slot is taken
+//!   ([`idle`]). An idle connection otherwise keeps its slot for as long
+//!   as it likes: ggml's RPC client holds one connection per server for the
+//!   life of a model, with its weights in that connection's buffers, and
+//!   may idle for hours between requests.
 //!
 //! A refused request ends its connection with the reason in the server's
 //! log: the protocol has no error reply (upstream closes the connection
@@ -30,6 +38,7 @@
 
 mod budget;
 mod graph;
+mod idle;
 mod rules;
 mod session;
 mod wire;
@@ -37,7 +46,7 @@ mod wire;
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::{Error, ErrorKind, Result};
 use crate::sys;
@@ -45,6 +54,10 @@ use crate::sys;
 /// The port `ggml-rs-rpc-server` listens on by default.
 /// cbindgen:ignore
 pub const DEFAULT_PORT: u16 = 50052;
+
+/// The default of [`ServerOptions::idle_timeout`], in seconds.
+/// cbindgen:ignore
+pub const DEFAULT_IDLE_TIMEOUT_SECS: u64 = 300;
 
 /// Options of [`serve`] (the `ggml-rs-rpc-server` program).
 #[derive(Debug, Clone)]
@@ -66,10 +79,15 @@ pub struct ServerOptions {
     pub allow_remote: bool,
     /// Connections served at once; more are closed at once (logged).
     pub max_clients: usize,
-    /// How long a new connection may take to send HELLO.
+    /// How long a new connection may take to send HELLO (all of it).
     pub hello_timeout: Duration,
-    /// How long the bytes of one request (or a reply's reader) may stall.
+    /// How long one read or write of a request or reply may wait, and the
+    /// time a request (or reply) may take besides its bytes' time at
+    /// 64 KiB/s.
     pub io_timeout: Duration,
+    /// A connection that has waited longer than this for its next command
+    /// gives its slot to a new client when all are taken; zero: never.
+    pub idle_timeout: Duration,
 }
 
 impl Default for ServerOptions {
@@ -84,6 +102,7 @@ impl Default for ServerOptions {
             max_clients: 16,
             hello_timeout: Duration::from_secs(10),
             io_timeout: Duration::from_secs(60),
+            idle_timeout: Duration::from_secs(DEFAULT_IDLE_TIMEOUT_SECS),
         }
     }
 }
@@ -172,14 +191,15 @@ pub fn serve(opts: &ServerOptions, ready: impl FnOnce(&str, &str)) -> Result<()>
     let (mut free, mut total) = (0usize, 0usize);
     unsafe { sys::ggml_backend_dev_memory(dev, &mut free, &mut total) };
     let shared = budget::Shared::new(total as u64, opts.max_clients).map_err(|e| Error::oom(format!("rpc server: {e}")))?;
+    let idle = idle::Idle::new(opts.max_clients).map_err(|e| Error::oom(format!("rpc server: {e}")))?;
     let desc = unsafe { std::ffi::CStr::from_ptr(sys::ggml_backend_dev_description(dev)) }.to_string_lossy();
     ready(
         &endpoint,
         &format!("{desc}, {} MiB ({} MiB free), {threads} threads per client, up to {} clients", total >> 20, free >> 20, opts.max_clients),
     );
-    let mut slots: Vec<Option<(libc::pid_t, SocketAddr)>> = vec![None; opts.max_clients];
+    let mut slots: Vec<Option<Client>> = vec![None; opts.max_clients];
     loop {
-        reap(&mut slots, &shared);
+        reap(&mut slots, &shared, &idle);
         if !readable(&listener, 500) {
             continue;
         }
@@ -193,12 +213,13 @@ pub fn serve(opts: &ServerOptions, ready: impl FnOnce(&str, &str)) -> Result<()>
         // A client that has just left may not have been collected yet:
         // look again before refusing anyone.
         if slots.iter().all(Option::is_some) {
-            reap(&mut slots, &shared);
+            reap(&mut slots, &shared, &idle);
         }
-        let Some(i) = slots.iter().position(Option::is_none) else {
+        let Some(i) = slots.iter().position(Option::is_none).or_else(|| evict(&mut slots, &shared, &idle, opts.idle_timeout, peer)) else {
             log(&format!("client {peer}: refused, {} clients are connected", opts.max_clients));
             continue;
         };
+        idle.reset(i);
         use std::io::Write;
         let _ = std::io::stdout().flush();
         let listener_pid = unsafe { libc::getpid() };
@@ -215,11 +236,11 @@ pub fn serve(opts: &ServerOptions, ready: impl FnOnce(&str, &str)) -> Result<()>
                     unsafe { libc::_exit(1) };
                 }
                 drop(listener);
-                let code = serve_one(stream, peer, dev, threads, opts, &shared.budget(i));
+                let code = serve_one(stream, peer, dev, threads, opts, &shared.budget(i), &idle.slot(i));
                 let _ = std::io::stdout().flush();
                 unsafe { libc::_exit(code) };
             }
-            pid => slots[i] = Some((pid, peer)),
+            pid => slots[i] = Some(Client { pid, peer, evicted: false }),
         }
     }
 }
@@ -230,26 +251,64 @@ fn readable(l: &TcpListener, ms: i32) -> bool {
     unsafe { libc::poll(&mut p, 1, ms) > 0 }
 }
 
-/// Collects ended connection processes, gives back their memory and logs
-/// those that did not end normally.
-fn reap(slots: &mut [Option<(libc::pid_t, SocketAddr)>], shared: &budget::Shared) {
+/// A connection's process, as the listener knows it.
+#[derive(Clone, Copy)]
+struct Client {
+    pid: libc::pid_t,
+    peer: SocketAddr,
+    /// Ended by the listener to free its slot.
+    evicted: bool,
+}
+
+/// Collects ended connection processes, gives back their memory and slots
+/// and logs those that did not end normally.
+fn reap(slots: &mut [Option<Client>], shared: &budget::Shared, idle: &idle::Idle) {
     loop {
         let mut status = 0;
         let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
         if pid <= 0 {
             return;
         }
-        let Some(i) = slots.iter().position(|s| matches!(s, Some((p, _)) if *p == pid)) else {
+        let Some(i) = slots.iter().position(|s| matches!(s, Some(c) if c.pid == pid)) else {
             continue;
         };
-        let (_, peer) = slots[i].take().unwrap();
+        let Client { peer, evicted, .. } = slots[i].take().unwrap();
         shared.reclaim(i);
-        if libc::WIFSIGNALED(status) {
+        idle.reset(i);
+        if libc::WIFSIGNALED(status) && !evicted {
             log(&format!(
                 "client {peer}: its process died of signal {} (a request the checks let through; the server goes on)",
                 libc::WTERMSIG(status)
             ));
         }
+    }
+}
+
+/// Frees a slot for `newcomer` when every slot is taken: ends the process
+/// of the connection that has waited longest for its next command, if
+/// longer than `limit`, and waits (a moment) until it is collected.
+fn evict(slots: &mut [Option<Client>], shared: &budget::Shared, idle: &idle::Idle, limit: Duration, newcomer: SocketAddr) -> Option<usize> {
+    if limit.is_zero() {
+        return None;
+    }
+    let (i, waited) = idle.evict_longest(limit)?;
+    let Some(c) = slots[i].as_mut() else {
+        idle.reset(i);
+        return Some(i);
+    };
+    c.evicted = true;
+    unsafe { libc::kill(c.pid, libc::SIGKILL) };
+    log(&format!("client {}: idle for {} s, closed to serve {newcomer} (--idle-timeout)", c.peer, waited.as_secs()));
+    let deadline = Instant::now() + Duration::from_secs(2);
+    loop {
+        reap(slots, shared, idle);
+        if slots[i].is_none() {
+            return Some(i);
+        }
+        if Instant::now() > deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(5));
     }
 }
 
@@ -262,10 +321,9 @@ fn serve_one(
     threads: usize,
     opts: &ServerOptions,
     budget: &budget::Budget,
+    idle: &idle::Slot,
 ) -> i32 {
     let _ = stream.set_nodelay(true);
-    let _ = stream.set_read_timeout(Some(opts.hello_timeout));
-    let _ = stream.set_write_timeout(Some(opts.io_timeout));
     let backend = unsafe { sys::ggml_backend_dev_init(dev, std::ptr::null()) };
     if backend.is_null() {
         log(&format!("client {peer}: cannot start a backend"));
@@ -284,12 +342,13 @@ fn serve_one(
         }
     }
     let end = {
-        let mut s = session::Session::new(wire::Conn { s: stream }, backend, dev, opts.cache_dir.clone(), budget);
-        s.run(opts.io_timeout)
+        let conn = wire::Conn::new(stream, opts.io_timeout);
+        let mut s = session::Session::new(conn, backend, dev, opts.cache_dir.clone(), budget, opts.io_timeout);
+        s.run(opts.hello_timeout, idle)
     };
     unsafe { sys::ggml_backend_free(backend) };
     match end {
-        session::End::Closed => 0,
+        session::End::Closed | session::End::Evicted => 0,
         session::End::Refused(why) => {
             log(&format!("client {peer}: refused: {why}"));
             2

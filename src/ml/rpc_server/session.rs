@@ -6,9 +6,11 @@
 
 use std::io::Write;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use super::budget::Budget;
 use super::graph::{self, Buffer, Buffers, Graph, Scratch};
+use super::idle::Slot;
 use super::wire::{self, Conn, Fields, TENSOR};
 use crate::sys;
 
@@ -27,22 +29,39 @@ pub struct Session<'a> {
     pub budget: &'a Budget,
     pub bufs: Buffers,
     last: Option<Graph>,
+    /// How long a request may take, besides its bytes' time.
+    request_limit: Duration,
 }
 
 /// Why a session ended: the peer left, or what was wrong.
 pub enum End {
     Closed,
     Refused(String),
+    /// Its slot went to a new client while it idled.
+    Evicted,
 }
 
 impl<'a> Session<'a> {
-    pub fn new(conn: Conn, backend: sys::ggml_backend_t, device: sys::ggml_backend_dev_t, cache_dir: Option<PathBuf>, budget: &'a Budget) -> Self {
-        Session { conn, backend, device, cache_dir, budget, bufs: Buffers::default(), last: None }
+    pub fn new(
+        conn: Conn,
+        backend: sys::ggml_backend_t,
+        device: sys::ggml_backend_dev_t,
+        cache_dir: Option<PathBuf>,
+        budget: &'a Budget,
+        request_limit: Duration,
+    ) -> Self {
+        Session { conn, backend, device, cache_dir, budget, bufs: Buffers::default(), last: None, request_limit }
     }
 
-    /// HELLO, then commands until the peer closes or sends something bad.
-    pub fn run(&mut self, payload_timeout: std::time::Duration) -> End {
-        let hello = (|| -> Result<(), String> {
+    /// HELLO, then commands until the peer closes, sends something bad,
+    /// or loses its slot while idle. HELLO must be through within `hello`,
+    /// each request within `request_limit` plus its bytes' time at
+    /// [`wire::MIN_RATE`]; the wait for a command has no deadline (the
+    /// listener ends a connection that idles too long when its slot is
+    /// needed).
+    pub fn run(&mut self, hello: Duration, idle: &Slot) -> End {
+        self.conn.within(hello);
+        let said_hello = (|| -> Result<(), String> {
             match self.conn.command().map_err(|e| format!("waiting for HELLO: {e}"))? {
                 Some(wire::HELLO) => {}
                 Some(c) => return Err(format!("the first command must be HELLO, got {} ({c})", wire::command_name(c))),
@@ -54,21 +73,27 @@ impl<'a> Session<'a> {
             r.extend([0u8; wire::CAPS]);
             self.conn.reply(&r)
         })();
-        match hello {
+        match said_hello {
             Ok(()) => {}
             // A port probe (connect, then close) is no refusal.
             Err(e) if e == CLOSED_EARLY => return End::Closed,
             Err(e) => return End::Refused(format!("HELLO: {e}")),
         }
         loop {
-            let _ = self.conn.s.set_read_timeout(None);
+            self.conn.unbounded();
+            if !idle.waiting() {
+                return End::Evicted;
+            }
             let cmd = match self.conn.command() {
                 Ok(Some(c)) => c,
                 Ok(None) => return End::Closed,
                 Err(e) => return End::Refused(format!("waiting for a command: {e}")),
             };
+            if !idle.busy() {
+                return End::Evicted;
+            }
             // Once a command starts, its bytes must keep coming.
-            let _ = self.conn.s.set_read_timeout(Some(payload_timeout));
+            self.conn.within(self.request_limit);
             if let Err(e) = self.command(cmd) {
                 return End::Refused(format!("{}: {e}", wire::command_name(cmd)));
             }
@@ -292,6 +317,8 @@ impl<'a> Session<'a> {
         let (cache, offset) = (f.u8()?, f.u64()?);
         let n = size - head;
         let (buf, at) = self.region(&w, offset, n)?;
+        // Its data's time, now that its size is known to fit.
+        self.conn.allow(n);
         let mut file = match (&self.cache_dir, cache != 0) {
             (Some(dir), true) => Some(CacheWriter::new(dir)),
             _ => None,

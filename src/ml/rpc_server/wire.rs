@@ -10,6 +10,7 @@
 
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
+use std::time::{Duration, Instant};
 
 pub(super) const ALLOC_BUFFER: u8 = 0;
 pub(super) const GET_ALIGNMENT: u8 = 1;
@@ -136,28 +137,121 @@ impl<'a> Fields<'a> {
     }
 }
 
-/// One connection's socket with the protocol's framing.
+/// The slowest a request's (or a reply's) bytes may move on average: a
+/// request of n bytes must arrive within the stall limit plus n / MIN_RATE
+/// seconds, whatever pace its bytes keep.
+pub(super) const MIN_RATE: u64 = 64 << 10;
+
+/// One connection's socket with the protocol's framing. Every read and
+/// write of a request or reply is bounded twice: no single wait lasts
+/// longer than `stall`, and the whole request (or reply) must be through by
+/// its deadline, so a peer that trickles a byte now and then cannot hold
+/// the connection. Only the wait for the next command has no deadline.
 pub struct Conn {
-    pub s: TcpStream,
+    s: TcpStream,
+    /// The longest one read or write may wait.
+    stall: Duration,
+    /// When the current request or reply must be through; None while
+    /// waiting for a command.
+    deadline: Option<Instant>,
 }
 
 impl Conn {
-    /// The next command byte; `Ok(None)` when the peer closed cleanly.
-    pub fn command(&mut self) -> io::Result<Option<u8>> {
-        let mut b = [0u8; 1];
+    pub fn new(s: TcpStream, stall: Duration) -> Conn {
+        Conn { s, stall, deadline: None }
+    }
+
+    /// Starts a phase (HELLO, a request, a reply) that must be through
+    /// within `limit`, more as [`Conn::allow`] adds.
+    pub fn within(&mut self, limit: Duration) {
+        self.deadline = Some(Instant::now() + limit);
+    }
+
+    /// Waits without a deadline (for the next command).
+    pub fn unbounded(&mut self) {
+        self.deadline = None;
+    }
+
+    /// Gives the current phase time for `bytes` more at [`MIN_RATE`], once
+    /// their count has been checked.
+    pub fn allow(&mut self, bytes: u64) {
+        if let Some(d) = self.deadline {
+            let more = Duration::from_millis(bytes.saturating_mul(1000) / MIN_RATE);
+            self.deadline = Some(d.checked_add(more).unwrap_or(d));
+        }
+    }
+
+    /// How long the next read or write may wait: the stall limit, or what
+    /// is left of the deadline; an error once it has passed.
+    fn wait(&self) -> io::Result<Option<Duration>> {
+        let Some(d) = self.deadline else { return Ok(None) };
+        let left = d.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(io::Error::new(io::ErrorKind::TimedOut, "not complete in the time allowed"));
+        }
+        Ok(Some(left.min(self.stall)))
+    }
+
+    /// A timeout of the socket in words: the deadline passed, or the peer
+    /// sent (or took) nothing for the stall limit.
+    fn stalled(&self, e: io::Error) -> io::Error {
+        if !matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) || e.get_ref().is_some() {
+            return e;
+        }
+        if self.deadline.is_some_and(|d| Instant::now() >= d) {
+            return io::Error::new(io::ErrorKind::TimedOut, "not complete in the time allowed");
+        }
+        io::Error::new(io::ErrorKind::TimedOut, format!("the peer stalled for {} s", self.stall.as_secs()))
+    }
+
+    /// Reads some bytes within the limits; 0 at the end of the stream.
+    fn read_some(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         loop {
-            match self.s.read(&mut b) {
-                Ok(0) => return Ok(None),
-                Ok(_) => return Ok(Some(b[0])),
+            let wait = self.wait()?;
+            self.s.set_read_timeout(wait)?;
+            match self.s.read(buf) {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
+                r => return r.map_err(|e| self.stalled(e)),
             }
         }
     }
 
+    fn read_full(&mut self, mut buf: &mut [u8]) -> io::Result<()> {
+        while !buf.is_empty() {
+            match self.read_some(buf)? {
+                0 => return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the peer closed the connection")),
+                n => buf = &mut buf[n..],
+            }
+        }
+        Ok(())
+    }
+
+    fn write_full(&mut self, mut buf: &[u8]) -> io::Result<()> {
+        while !buf.is_empty() {
+            let wait = self.wait()?;
+            self.s.set_write_timeout(wait.or(Some(self.stall)))?;
+            match self.s.write(buf) {
+                Ok(0) => return Err(io::Error::new(io::ErrorKind::WriteZero, "the peer takes no more")),
+                Ok(n) => buf = &buf[n..],
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(self.stalled(e)),
+            }
+        }
+        Ok(())
+    }
+
+    /// The next command byte; `Ok(None)` when the peer closed cleanly.
+    pub fn command(&mut self) -> io::Result<Option<u8>> {
+        let mut b = [0u8; 1];
+        Ok(match self.read_some(&mut b)? {
+            0 => None,
+            _ => Some(b[0]),
+        })
+    }
+
     pub fn size(&mut self) -> io::Result<u64> {
         let mut b = [0u8; 8];
-        self.s.read_exact(&mut b)?;
+        self.read_full(&mut b)?;
         Ok(u64::from_ne_bytes(b))
     }
 
@@ -167,13 +261,14 @@ impl Conn {
         if size > max {
             return Err(format!("announces {size} bytes, more than this request may hold ({max})"));
         }
+        self.allow(size);
         let size = size as usize;
         let mut v = Vec::with_capacity(size.min(CHUNK));
         while v.len() < size {
             let want = (size - v.len()).min(CHUNK);
             let at = v.len();
             v.resize(at + want, 0);
-            self.s.read_exact(&mut v[at..]).map_err(|e| format!("reading {size} bytes: {e}"))?;
+            self.read_full(&mut v[at..]).map_err(|e| format!("reading {size} bytes: {e}"))?;
         }
         Ok(v)
     }
@@ -187,24 +282,34 @@ impl Conn {
         self.payload(size, n as u64)
     }
 
-    /// Reads exactly `buf.len()` bytes.
+    /// Reads exactly `buf.len()` bytes (which the caller has allowed).
     pub fn read_into(&mut self, buf: &mut [u8]) -> Result<(), String> {
-        self.s.read_exact(buf).map_err(|e| format!("reading {} bytes: {e}", buf.len()))
+        self.read_full(buf).map_err(|e| format!("reading {} bytes: {e}", buf.len()))
     }
 
     pub fn reply(&mut self, payload: &[u8]) -> Result<(), String> {
         let mut m = Vec::with_capacity(8 + payload.len());
         m.extend((payload.len() as u64).to_ne_bytes());
         m.extend(payload);
-        self.s.write_all(&m).map_err(|e| format!("replying: {e}"))
+        self.reply_phase(m.len() as u64);
+        self.write_full(&m).map_err(|e| format!("replying: {e}"))
     }
 
     /// Starts a reply of `size` bytes sent in pieces by `write_part`.
     pub fn reply_header(&mut self, size: u64) -> Result<(), String> {
-        self.s.write_all(&size.to_ne_bytes()).map_err(|e| format!("replying: {e}"))
+        self.reply_phase(8 + size);
+        self.write_full(&size.to_ne_bytes()).map_err(|e| format!("replying: {e}"))
     }
 
     pub fn write_part(&mut self, part: &[u8]) -> Result<(), String> {
-        self.s.write_all(part).map_err(|e| format!("replying: {e}"))
+        self.write_full(part).map_err(|e| format!("replying: {e}"))
+    }
+
+    /// A reply's own time: the peer must take its `bytes` within the stall
+    /// limit plus their time at [`MIN_RATE`] (the compute before it does
+    /// not count).
+    fn reply_phase(&mut self, bytes: u64) {
+        self.within(self.stall);
+        self.allow(bytes);
     }
 }
