@@ -140,12 +140,23 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /v1/embeddings", s.oaiEmbeddings)
 }
 
-// serveHTTP bounds the body, routes, and turns a panic in a handler into
-// a 500 (the server goes on).
+// serveHTTP bounds the body, routes, and turns a
+// panic in a handler into a 500 (the server goes on). Once the handler is
+// done, what the client still sends of its body is read and dropped (a
+// bounded amount), so that a client refused before its body was read
+// sees the refusal rather than a reset connection.
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	body := trackBody(r)
+	aborted := false
+	defer func() {
+		if !aborted {
+			drainBody(w, r, body)
+		}
+	}()
 	defer func() {
 		if p := recover(); p != nil {
 			if p == http.ErrAbortHandler {
+				aborted = true
 				panic(p)
 			}
 			s.cfg.Log.Error("handler panic", "path", r.URL.Path, "panic", p, "stack", string(debug.Stack()))
