@@ -19,7 +19,7 @@ import (
 // instead of closing the connection on it (which resets it).
 func TestRefusalBeforeBody(t *testing.T) {
 	const key = "k"
-	_, url := newTestServer(t, Config{MaxBody: 64 << 10}, headerOnlyModel(t, "tiny"))
+	_, url := newTestServer(t, Config{MaxBody: 64 << 10, APIKey: key}, headerOnlyModel(t, "tiny"))
 	addr := strings.TrimPrefix(url, "http://")
 	deep := strings.Repeat("[", 20000) // deeper than encoding/json's 10000
 	cases := []struct {
@@ -29,6 +29,7 @@ func TestRefusalBeforeBody(t *testing.T) {
 	}{
 		{"too large", key, `{"model":"tiny","prompt":"`, 1 << 20, http.StatusRequestEntityTooLarge},
 		{"too deep", key, deep, 1 << 20, http.StatusBadRequest},
+		{"no key", "", `{"model":"tiny","prompt":"`, 1 << 20, http.StatusUnauthorized},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

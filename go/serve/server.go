@@ -31,6 +31,9 @@ type Config struct {
 	Open    func(path string, alloc bool) (*backend.Backend, error)
 	Log     *slog.Logger
 	Version string
+	// APIKey, when set, is the bearer token every request must carry
+	// ("Authorization: Bearer KEY"); others get a 401.
+	APIKey string
 }
 
 func (c *Config) defaults() error {
@@ -140,7 +143,7 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /v1/embeddings", s.oaiEmbeddings)
 }
 
-// serveHTTP bounds the body, routes, and turns a
+// serveHTTP checks the API key, bounds the body, routes, and turns a
 // panic in a handler into a 500 (the server goes on). Once the handler is
 // done, what the client still sends of its body is read and dropped (a
 // bounded amount), so that a client refused before its body was read
@@ -163,6 +166,10 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			writeError(w, r, http.StatusInternalServerError, fmt.Errorf("internal error: %v", p))
 		}
 	}()
+	if !s.authorized(r) {
+		refuseUnauthorized(w, r)
+		return
+	}
 	r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBody)
 	if _, pattern := s.mux.Handler(r); pattern == "" {
 		writeError(w, r, http.StatusNotFound, fmt.Errorf("%s %s: no such endpoint", r.Method, r.URL.Path))
