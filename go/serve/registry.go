@@ -36,6 +36,10 @@ type loaded struct {
 	memory  uint64 // bytes on all devices
 	vram    uint64 // bytes on devices other than the CPU
 
+	// maxTokenBytes is the most bytes of text one token covers (decoders;
+	// 0: unknown).
+	maxTokenBytes int
+
 	// Guarded by the registry's mutex.
 	ready   chan struct{} // closed when loading ends
 	err     error         // loading's error
@@ -348,6 +352,7 @@ func (l *loaded) open(cfg Config) (err error) {
 		}
 		eng.start()
 		l.eng, l.tok, l.prompts = eng, tok, pm
+		l.maxTokenBytes = maxTokenBytes(b.Config().Strings("tokenizer.ggml.tokens"))
 	}
 	mem := b.BackendMemory()
 	l.memory = mem.InputWeights + mem.CPU.Size()
@@ -356,6 +361,22 @@ func (l *loaded) open(cfg Config) (err error) {
 		l.vram += g.Size()
 	}
 	return nil
+}
+
+// maxTokenBytes bounds the bytes of text one token of the vocabulary
+// covers: its longest token's bytes, and at least 4, the longest UTF-8
+// character (SentencePiece's unknown token covers one). A token's text is
+// never shorter than what it covers: byte-level BPE writes each byte as a
+// character of 1 or 2 bytes, SentencePiece a space as "▁" (3 bytes) and
+// a byte as "<0xNN>"; special tokens are their text. (A vocabulary that
+// lacks some byte tokens drops bytes it cannot spell: its prompts may
+// take fewer tokens, and are judged by this bound as if they did not.)
+func maxTokenBytes(tokens []string) int {
+	n := 4
+	for _, t := range tokens {
+		n = max(n, len(t))
+	}
+	return n
 }
 
 // close stops the engine and frees the model.

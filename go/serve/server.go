@@ -85,6 +85,8 @@ type Server struct {
 	reg     *registry
 	mux     *http.ServeMux
 	started time.Time
+	prep    slots     // requests' work before their engine: rendering, tokenizing
+	reclaim reclaimer // memory back to the system after large requests
 }
 
 // New makes a server for the models of paths (GGUF files, or directories
@@ -100,7 +102,8 @@ func New(cfg Config, paths []string) (*Server, error) {
 	if len(cat.names) == 0 {
 		return nil, errors.New("no models: name GGUF files or directories holding some")
 	}
-	s := &Server{cfg: cfg, cat: cat, reg: newRegistry(cfg, cat, cfg.Log), mux: http.NewServeMux(), started: time.Now()}
+	s := &Server{cfg: cfg, cat: cat, reg: newRegistry(cfg, cat, cfg.Log), mux: http.NewServeMux(), started: time.Now(),
+		prep: newPrepSlots(), reclaim: reclaimer{delay: time.Second}}
 	s.routes()
 	return s, nil
 }
@@ -154,6 +157,9 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	defer func() {
 		if !aborted {
 			drainBody(w, r, body)
+		}
+		if body != nil && body.n >= bigBody {
+			s.reclaim.soon()
 		}
 	}()
 	defer func() {
