@@ -47,6 +47,10 @@ type loaded struct {
 	expires time.Time     // when idle: unload then (zero: never)
 	timer   *time.Timer
 	gone    bool // unloaded
+	// unloadIdle: a request with keep_alive 0 and nothing to generate
+	// came while others used the model: it unloads when the last of them
+	// ends (Ollama's), unless a later request comes.
+	unloadIdle bool
 }
 
 // registry loads models when asked for and unloads them when their keep
@@ -79,6 +83,7 @@ func (r *registry) acquire(ctx context.Context, name string) (*loaded, error) {
 		go r.load(l)
 	}
 	l.refs++
+	l.unloadIdle = false // a later request's keep_alive takes over
 	if l.timer != nil {
 		l.timer.Stop()
 		l.timer = nil
@@ -106,6 +111,9 @@ func (r *registry) release(l *loaded, keepAlive time.Duration) {
 	l.refs--
 	if keepAlive == -2 {
 		keepAlive = r.cfg.KeepAlive
+	}
+	if l.unloadIdle {
+		keepAlive = 0
 	}
 	if l.err != nil {
 		// A failed load is forgotten once nobody waits on it, so that the
@@ -193,7 +201,9 @@ func (r *registry) unloadIdle(except *loaded) bool {
 	return len(idle) > 0
 }
 
-// unload unloads a model now if idle (keep_alive 0 with no prompt).
+// unload unloads a model (keep_alive 0 with no prompt): now if idle;
+// else, as Ollama does, when the last request using it (or waiting for
+// its load) ends, its expiry now. Requests running finish normally.
 func (r *registry) unload(name string) error {
 	f, ok := r.cat.lookup(name)
 	if !ok {
@@ -201,18 +211,23 @@ func (r *registry) unload(name string) error {
 	}
 	r.mu.Lock()
 	l := r.models[f.name]
-	if l == nil {
+	if l == nil || l.gone {
 		r.mu.Unlock()
 		return nil
 	}
-	r.mu.Unlock()
+	loading := true
 	select {
 	case <-l.ready:
+		loading = false
 	default:
+	}
+	if loading || l.refs > 0 {
+		l.unloadIdle = true
+		l.expires = time.Now()
+		r.mu.Unlock()
 		return nil
 	}
-	r.mu.Lock()
-	if l.refs > 0 || l.gone || l.err != nil {
+	if l.err != nil {
 		r.mu.Unlock()
 		return nil
 	}
