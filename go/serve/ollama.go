@@ -161,6 +161,10 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.reg.release(l, keep)
+	if !req.Raw && l.templateErr != nil {
+		fail(w, r, l.templateErr)
+		return
+	}
 	prompt := rawPrompt(req.Prompt)
 	templated := !req.Raw && l.prompts != nil
 	if templated {
@@ -335,6 +339,10 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.reg.release(l, keep)
+	if l.templateErr != nil {
+		fail(w, r, l.templateErr)
+		return
+	}
 	if l.prompts == nil {
 		fail(w, r, badRequest("model %s is an embedding model: it does not chat (use /api/embed)", l.file.name))
 		return
@@ -635,13 +643,14 @@ func (s *Server) show(w http.ResponseWriter, r *http.Request) {
 	if s.cfg.ChatTemplate != "" {
 		tmpl = s.cfg.ChatTemplate
 	}
-	if styleOf(tmpl) != noThinking {
+	tmplErr := checkTemplate(f, s.cfg.ChatTemplate)
+	if tmplErr == nil && styleOf(tmpl) != noThinking {
 		caps = append(caps, "thinking")
 	}
 	if isEmbedding(f.arch) {
 		caps = []string{"embedding"}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{
+	resp := map[string]any{
 		"modelfile":    fmt.Sprintf("FROM %s\n", f.path),
 		"parameters":   "",
 		"template":     f.template,
@@ -649,7 +658,11 @@ func (s *Server) show(w http.ResponseWriter, r *http.Request) {
 		"model_info":   info,
 		"capabilities": caps,
 		"modified_at":  f.modified,
-	})
+	}
+	if tmplErr != nil {
+		resp["template_error"] = tmplErr.Error() // ours: chat requests get it
+	}
+	writeJSON(w, http.StatusOK, resp)
 }
 
 func isArray(v any) bool {

@@ -244,6 +244,10 @@ func (s *Server) oaiChat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.reg.release(l, s.cfg.KeepAlive)
+	if l.templateErr != nil {
+		fail(w, r, l.templateErr)
+		return
+	}
 	if l.prompts == nil {
 		fail(w, r, badRequest("model %s is an embedding model: it does not chat (use /v1/embeddings)", l.file.name))
 		return

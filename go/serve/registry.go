@@ -39,6 +39,9 @@ type loaded struct {
 	// maxTokenBytes is the most bytes of text one token covers (decoders;
 	// 0: unknown).
 	maxTokenBytes int
+	// templateErr: the decoder's chat template does not parse (prompts
+	// is nil); what its chat requests get.
+	templateErr error
 
 	// Guarded by the registry's mutex.
 	ready   chan struct{} // closed when loading ends
@@ -359,7 +362,9 @@ func (l *loaded) open(cfg Config) (err error) {
 		}
 		pm, err := newPromptMaker(l.file, cfg.ChatTemplate, b.Config(), tok)
 		if err != nil {
-			return fail(err)
+			// Raw prompts are still served; requests that need the
+			// template get its error.
+			l.templateErr = templateError(l.file.name, err)
 		}
 		eng, err := newEngine(m, tok, engineConfig{Parallel: cfg.Parallel, Context: cfg.Context, Batch: cfg.Batch, MaxQueue: cfg.MaxQueue})
 		if err != nil {

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"ggmlrs/chat"
 	"ggmlrs/ml/backend"
 )
 
@@ -101,6 +102,18 @@ func New(cfg Config, paths []string) (*Server, error) {
 	}
 	if len(cat.names) == 0 {
 		return nil, errors.New("no models: name GGUF files or directories holding some")
+	}
+	if cfg.ChatTemplate != "" {
+		if _, err := chat.Parse(cfg.ChatTemplate); err != nil {
+			return nil, fmt.Errorf("-chat-template: the template does not parse: %w", err)
+		}
+	}
+	// A model whose own template does not parse is served all the same
+	// (raw prompts work; its chat requests get the error): said at once.
+	for _, n := range cat.names {
+		if err := checkTemplate(cat.files[n], cfg.ChatTemplate); err != nil {
+			cfg.Log.Warn(err.Error())
+		}
 	}
 	s := &Server{cfg: cfg, cat: cat, reg: newRegistry(cfg, cat, cfg.Log), mux: http.NewServeMux(), started: time.Now(),
 		prep: newPrepSlots(), reclaim: reclaimer{delay: time.Second}}
