@@ -21,11 +21,10 @@ type errTooLong struct{ msg string }
 
 func (e errTooLong) Error() string { return e.msg }
 
-// embed returns the embedding of each text (pooled and normalized as the
-// model's metadata says: what `ggml-rs embed` prints) and the tokens
-// read. A text longer than the model's context is cut when truncate is
-// set, and refused otherwise.
-func (e *embedder) embed(texts []string, truncate bool) ([][]float32, int, error) {
+// tokenize returns the tokens of each text and their count. A text
+// longer than the model's context is cut when truncate is set, and
+// refused otherwise.
+func (e *embedder) tokenize(texts []string, truncate bool) ([][]int32, int, error) {
 	seqs := make([][]int32, len(texts))
 	n := 0
 	for i, t := range texts {
@@ -36,10 +35,15 @@ func (e *embedder) embed(texts []string, truncate bool) ([][]float32, int, error
 		seqs[i] = ids
 		n += len(ids)
 	}
+	return seqs, n, nil
+}
+
+// embed returns the embedding of each token sequence (pooled and
+// normalized as the model's metadata says: what `ggml-rs embed` prints).
+func (e *embedder) embed(seqs [][]int32) ([][]float32, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	embs, err := e.m.Embed(seqs)
-	return embs, n, err
+	return e.m.Embed(seqs)
 }

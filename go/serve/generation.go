@@ -14,6 +14,7 @@ type generation struct {
 	req    *genRequest
 	opts   genOptions
 	start  time.Time
+	text   string  // the prompt's
 	tokens []int32 // the prompt's
 	// split, when set, separates the reasoning from the answer in the
 	// events next returns; done holds the final event while the
@@ -22,10 +23,16 @@ type generation struct {
 	done  *event
 }
 
-// startGeneration tokenizes text (after the tokens of an earlier context,
-// Ollama's deprecated "context"), checks it against the context and
-// queues it on the model's engine.
-func (s *Server) startGeneration(r *http.Request, l *loaded, before []int32, text string, opts genOptions, start time.Time) (*generation, error) {
+// startGeneration makes the prompt text (prompt: a chat template's
+// rendering, or the raw prompt), tokenizes it after the tokens of an
+// earlier context (Ollama's deprecated "context"), checks it against the
+// context and queues it on the model's engine.
+//
+// A prompt longer in bytes than the context's tokens can hold is refused
+// before it is tokenized, and the rendering and tokenizing are work of
+// the server's prep slots (a few at a time), so that huge prompts cost
+// neither unbounded CPU nor memory before their refusal.
+func (s *Server) startGeneration(r *http.Request, l *loaded, before []int32, prompt func() (string, error), opts genOptions, start time.Time) (*generation, error) {
 	if l.eng == nil {
 		return nil, badRequest("model %s is an embedding model: it does not generate text (use /api/embed or /v1/embeddings)", l.file.name)
 	}
@@ -35,11 +42,27 @@ func (s *Server) startGeneration(r *http.Request, l *loaded, before []int32, tex
 			return nil, badRequest("context: token id %d is outside the model's %d-token vocabulary", id, vocab)
 		}
 	}
+	limit, err := opts.contextLimit(l.eng.contextSize())
+	if err != nil {
+		return nil, badRequest("%v", err)
+	}
+	done, err := s.prep.acquire(r.Context())
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	text, err := prompt()
+	if err != nil {
+		return nil, err
+	}
+	if err := fitsBytes(len(before), len(text), l.maxTokenBytes, limit); err != nil {
+		return nil, badRequest("%v", err)
+	}
 	ids := append(append([]int32(nil), before...), l.tok.Encode(text, len(before) == 0)...)
 	if len(ids) == 0 {
 		return nil, badRequest("the prompt is empty (and the model adds no BOS token)")
 	}
-	limit, err := opts.resolve(l.eng.contextSize(), len(ids))
+	limit, err = opts.resolve(l.eng.contextSize(), len(ids))
 	if err != nil {
 		return nil, badRequest("%v", err)
 	}
@@ -47,7 +70,23 @@ func (s *Server) startGeneration(r *http.Request, l *loaded, before []int32, tex
 	if err := l.eng.submit(req); err != nil {
 		return nil, err
 	}
-	return &generation{l: l, req: req, opts: opts, start: start, tokens: ids}, nil
+	return &generation{l: l, req: req, opts: opts, start: start, tokens: ids, text: text}, nil
+}
+
+// rawPrompt is a prompt sent as it is.
+func rawPrompt(text string) func() (string, error) {
+	return func() (string, error) { return text, nil }
+}
+
+// chatPrompt is a conversation rendered with the model's chat template.
+func chatPrompt(p *promptMaker, msgs []message, think *bool) func() (string, error) {
+	return func() (string, error) {
+		text, err := p.chat(msgs, think)
+		if err != nil {
+			return "", badRequest("chat template: %v", err)
+		}
+		return text, nil
+	}
 }
 
 // next waits for the generation's next event. When the client goes away

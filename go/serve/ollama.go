@@ -161,9 +161,13 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.reg.release(l, keep)
-	text := req.Prompt
-	var split splitter
-	if !req.Raw && l.prompts != nil {
+	if !req.Raw && l.templateErr != nil {
+		fail(w, r, l.templateErr)
+		return
+	}
+	prompt := rawPrompt(req.Prompt)
+	templated := !req.Raw && l.prompts != nil
+	if templated {
 		if err := l.prompts.checkThink(req.Model, think); err != nil {
 			fail(w, r, err)
 			return
@@ -173,18 +177,16 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request) {
 			msgs = append(msgs, message{Role: "system", Content: req.System})
 		}
 		msgs = append(msgs, message{Role: "user", Content: req.Prompt})
-		if text, err = l.prompts.chat(msgs, think); err != nil {
-			fail(w, r, badRequest("chat template: %v", err))
-			return
-		}
-		split = newSplitter(l.prompts.style, think, text)
+		prompt = chatPrompt(l.prompts, msgs, think)
 	}
-	g, err := s.startGeneration(r, l, req.Context, text, opts, start)
+	g, err := s.startGeneration(r, l, req.Context, prompt, opts, start)
 	if err != nil {
 		fail(w, r, err)
 		return
 	}
-	g.split = split
+	if templated {
+		g.split = newSplitter(l.prompts.style, think, g.text)
+	}
 	final := func(e event) generateResponse {
 		return generateResponse{Model: req.Model, CreatedAt: now(), Done: true, DoneReason: e.reason,
 			Context: append(append([]int32(nil), g.tokens...), e.tokens...), metrics: newMetrics(g, e, l.loadDur)}
@@ -337,6 +339,10 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.reg.release(l, keep)
+	if l.templateErr != nil {
+		fail(w, r, l.templateErr)
+		return
+	}
 	if l.prompts == nil {
 		fail(w, r, badRequest("model %s is an embedding model: it does not chat (use /api/embed)", l.file.name))
 		return
@@ -345,17 +351,12 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		fail(w, r, err)
 		return
 	}
-	text, err := l.prompts.chat(msgs, think)
-	if err != nil {
-		fail(w, r, badRequest("chat template: %v", err))
-		return
-	}
-	g, err := s.startGeneration(r, l, nil, text, opts, start)
+	g, err := s.startGeneration(r, l, nil, chatPrompt(l.prompts, msgs, think), opts, start)
 	if err != nil {
 		fail(w, r, err)
 		return
 	}
-	g.split = newSplitter(l.prompts.style, think, text)
+	g.split = newSplitter(l.prompts.style, think, g.text)
 	final := func(e event, out reply) chatResponse {
 		return chatResponse{Model: req.Model, CreatedAt: now(), Message: chatMessage{Role: "assistant", Content: out.text, Thinking: out.thinking},
 			Done: true, DoneReason: e.reason, metrics: newMetrics(g, e, l.loadDur)}
@@ -423,7 +424,18 @@ func (s *Server) embedTexts(r *http.Request, model string, texts []string, trunc
 			return nil, nil, 0, badRequest("input %d is empty", i)
 		}
 	}
-	embs, n, err := l.emb.embed(texts, truncate)
+	// Tokenizing is the prep slots' work (inputs can be large); the
+	// embedder computes one batch at a time on its own.
+	done, err := s.prep.acquire(r.Context())
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	seqs, n, err := l.emb.tokenize(texts, truncate)
+	done()
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	embs, err := l.emb.embed(seqs)
 	if err != nil {
 		return nil, nil, 0, err
 	}
@@ -631,13 +643,14 @@ func (s *Server) show(w http.ResponseWriter, r *http.Request) {
 	if s.cfg.ChatTemplate != "" {
 		tmpl = s.cfg.ChatTemplate
 	}
-	if styleOf(tmpl) != noThinking {
+	tmplErr := checkTemplate(f, s.cfg.ChatTemplate)
+	if tmplErr == nil && styleOf(tmpl) != noThinking {
 		caps = append(caps, "thinking")
 	}
 	if isEmbedding(f.arch) {
 		caps = []string{"embedding"}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{
+	resp := map[string]any{
 		"modelfile":    fmt.Sprintf("FROM %s\n", f.path),
 		"parameters":   "",
 		"template":     f.template,
@@ -645,7 +658,11 @@ func (s *Server) show(w http.ResponseWriter, r *http.Request) {
 		"model_info":   info,
 		"capabilities": caps,
 		"modified_at":  f.modified,
-	})
+	}
+	if tmplErr != nil {
+		resp["template_error"] = tmplErr.Error() // ours: chat requests get it
+	}
+	writeJSON(w, http.StatusOK, resp)
 }
 
 func isArray(v any) bool {

@@ -244,6 +244,10 @@ func (s *Server) oaiChat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.reg.release(l, s.cfg.KeepAlive)
+	if l.templateErr != nil {
+		fail(w, r, l.templateErr)
+		return
+	}
 	if l.prompts == nil {
 		fail(w, r, badRequest("model %s is an embedding model: it does not chat (use /v1/embeddings)", l.file.name))
 		return
@@ -252,17 +256,12 @@ func (s *Server) oaiChat(w http.ResponseWriter, r *http.Request) {
 		fail(w, r, err)
 		return
 	}
-	text, err := l.prompts.chat(msgs, think)
-	if err != nil {
-		fail(w, r, badRequest("chat template: %v", err))
-		return
-	}
-	g, err := s.startGeneration(r, l, nil, text, opts, start)
+	g, err := s.startGeneration(r, l, nil, chatPrompt(l.prompts, msgs, think), opts, start)
 	if err != nil {
 		fail(w, r, err)
 		return
 	}
-	g.split = newSplitter(l.prompts.style, think, text)
+	g.split = newSplitter(l.prompts.style, think, g.text)
 	id, created := newID("chatcmpl-"), start.Unix()
 	if !req.Stream {
 		out, e, err := g.collect(r)
@@ -373,7 +372,7 @@ func (s *Server) oaiCompletions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.reg.release(l, s.cfg.KeepAlive)
-	g, err := s.startGeneration(r, l, nil, prompt, opts, start)
+	g, err := s.startGeneration(r, l, nil, rawPrompt(prompt), opts, start)
 	if err != nil {
 		fail(w, r, err)
 		return

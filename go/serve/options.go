@@ -104,17 +104,43 @@ func (o *genOptions) resolve(engineCtx, promptTokens int) (int, error) {
 	if o.sampling.Seed < 0 {
 		o.sampling.Seed = time.Now().UnixNano()
 	}
-	limit := engineCtx
-	if o.numCtx > 0 {
-		if o.numCtx > engineCtx {
-			return 0, fmt.Errorf("num_ctx %d is larger than the server's context of %d tokens per sequence (start the server with a larger -ctx)", o.numCtx, engineCtx)
-		}
-		limit = o.numCtx
+	limit, err := o.contextLimit(engineCtx)
+	if err != nil {
+		return 0, err
 	}
 	if promptTokens >= limit {
 		return 0, fmt.Errorf("the prompt is %d tokens, which does not fit the %d-token context", promptTokens, limit)
 	}
 	return limit, nil
+}
+
+// contextLimit is the context of one request: num_ctx, at most the
+// engine's, or the engine's.
+func (o *genOptions) contextLimit(engineCtx int) (int, error) {
+	if o.numCtx > 0 {
+		if o.numCtx > engineCtx {
+			return 0, fmt.Errorf("num_ctx %d is larger than the server's context of %d tokens per sequence (start the server with a larger -ctx)", o.numCtx, engineCtx)
+		}
+		return o.numCtx, nil
+	}
+	return engineCtx, nil
+}
+
+// fitsBytes refuses a prompt whose bytes alone show it does not fit the
+// context: each token covers at most maxTokenBytes bytes of the text, so
+// textBytes need at least textBytes/maxTokenBytes tokens (after the
+// before tokens of an earlier context). The same refusal as resolve's,
+// said in bytes, without tokenizing.
+func fitsBytes(before, textBytes, maxTokenBytes, limit int) error {
+	if maxTokenBytes <= 0 {
+		return nil
+	}
+	least := before + (textBytes+maxTokenBytes-1)/maxTokenBytes
+	if least >= limit {
+		return fmt.Errorf("the prompt is %d bytes, at least %d tokens (a token holds at most %d bytes), which does not fit the %d-token context",
+			textBytes, least, maxTokenBytes, limit)
+	}
+	return nil
 }
 
 func jsonFloat(v json.RawMessage) (float32, error) {

@@ -2,6 +2,7 @@ package serve
 
 import (
 	"fmt"
+	"net/http"
 
 	"ggmlrs/chat"
 	"ggmlrs/fs"
@@ -34,7 +35,7 @@ func newPromptMaker(f *modelFile, override string, c fs.Config, tok decoder.Toke
 	}
 	t, err := chat.Parse(src)
 	if err != nil {
-		return nil, fmt.Errorf("chat template: %w", err)
+		return nil, err
 	}
 	tokens := c.Strings("tokenizer.ggml.tokens")
 	id := func(key string) int32 {
@@ -56,6 +57,29 @@ func newPromptMaker(f *modelFile, override string, c fs.Config, tok decoder.Toke
 	p.addBOS = bos >= 0 && len(empty) > 0 && empty[0] == bos
 	p.addEOS = eos >= 0 && len(empty) > 0 && empty[len(empty)-1] == eos
 	return p, nil
+}
+
+// templateError is the error of a model whose chat template does not
+// parse: a 500 (the request is not at fault) that says what still works.
+func templateError(model string, err error) error {
+	return httpError{http.StatusInternalServerError, fmt.Errorf("model %s: its chat template does not parse (%v): "+
+		"its raw prompts (/api/generate with raw: true, /v1/completions) still work, and serve's -chat-template FILE replaces it", model, err)}
+}
+
+// checkTemplate parses the chat template a model's requests would use
+// (override, or its own), for /api/show and the start's warnings.
+func checkTemplate(f *modelFile, override string) error {
+	if isEmbedding(f.arch) {
+		return nil
+	}
+	src := f.template
+	if override != "" {
+		src = override
+	}
+	if _, err := chat.Parse(src); err != nil {
+		return templateError(f.name, err)
+	}
+	return nil
 }
 
 // chat renders a conversation for the model to answer. A conversation

@@ -36,6 +36,13 @@ type loaded struct {
 	memory  uint64 // bytes on all devices
 	vram    uint64 // bytes on devices other than the CPU
 
+	// maxTokenBytes is the most bytes of text one token covers (decoders;
+	// 0: unknown).
+	maxTokenBytes int
+	// templateErr: the decoder's chat template does not parse (prompts
+	// is nil); what its chat requests get.
+	templateErr error
+
 	// Guarded by the registry's mutex.
 	ready   chan struct{} // closed when loading ends
 	err     error         // loading's error
@@ -43,6 +50,10 @@ type loaded struct {
 	expires time.Time     // when idle: unload then (zero: never)
 	timer   *time.Timer
 	gone    bool // unloaded
+	// unloadIdle: a request with keep_alive 0 and nothing to generate
+	// came while others used the model: it unloads when the last of them
+	// ends (Ollama's), unless a later request comes.
+	unloadIdle bool
 }
 
 // registry loads models when asked for and unloads them when their keep
@@ -75,6 +86,7 @@ func (r *registry) acquire(ctx context.Context, name string) (*loaded, error) {
 		go r.load(l)
 	}
 	l.refs++
+	l.unloadIdle = false // a later request's keep_alive takes over
 	if l.timer != nil {
 		l.timer.Stop()
 		l.timer = nil
@@ -102,6 +114,9 @@ func (r *registry) release(l *loaded, keepAlive time.Duration) {
 	l.refs--
 	if keepAlive == -2 {
 		keepAlive = r.cfg.KeepAlive
+	}
+	if l.unloadIdle {
+		keepAlive = 0
 	}
 	if l.err != nil {
 		// A failed load is forgotten once nobody waits on it, so that the
@@ -189,7 +204,9 @@ func (r *registry) unloadIdle(except *loaded) bool {
 	return len(idle) > 0
 }
 
-// unload unloads a model now if idle (keep_alive 0 with no prompt).
+// unload unloads a model (keep_alive 0 with no prompt): now if idle;
+// else, as Ollama does, when the last request using it (or waiting for
+// its load) ends, its expiry now. Requests running finish normally.
 func (r *registry) unload(name string) error {
 	f, ok := r.cat.lookup(name)
 	if !ok {
@@ -197,18 +214,23 @@ func (r *registry) unload(name string) error {
 	}
 	r.mu.Lock()
 	l := r.models[f.name]
-	if l == nil {
+	if l == nil || l.gone {
 		r.mu.Unlock()
 		return nil
 	}
-	r.mu.Unlock()
+	loading := true
 	select {
 	case <-l.ready:
+		loading = false
 	default:
+	}
+	if loading || l.refs > 0 {
+		l.unloadIdle = true
+		l.expires = time.Now()
+		r.mu.Unlock()
 		return nil
 	}
-	r.mu.Lock()
-	if l.refs > 0 || l.gone || l.err != nil {
+	if l.err != nil {
 		r.mu.Unlock()
 		return nil
 	}
@@ -340,7 +362,9 @@ func (l *loaded) open(cfg Config) (err error) {
 		}
 		pm, err := newPromptMaker(l.file, cfg.ChatTemplate, b.Config(), tok)
 		if err != nil {
-			return fail(err)
+			// Raw prompts are still served; requests that need the
+			// template get its error.
+			l.templateErr = templateError(l.file.name, err)
 		}
 		eng, err := newEngine(m, tok, engineConfig{Parallel: cfg.Parallel, Context: cfg.Context, Batch: cfg.Batch, MaxQueue: cfg.MaxQueue})
 		if err != nil {
@@ -348,6 +372,7 @@ func (l *loaded) open(cfg Config) (err error) {
 		}
 		eng.start()
 		l.eng, l.tok, l.prompts = eng, tok, pm
+		l.maxTokenBytes = maxTokenBytes(b.Config().Strings("tokenizer.ggml.tokens"))
 	}
 	mem := b.BackendMemory()
 	l.memory = mem.InputWeights + mem.CPU.Size()
@@ -356,6 +381,22 @@ func (l *loaded) open(cfg Config) (err error) {
 		l.vram += g.Size()
 	}
 	return nil
+}
+
+// maxTokenBytes bounds the bytes of text one token of the vocabulary
+// covers: its longest token's bytes, and at least 4, the longest UTF-8
+// character (SentencePiece's unknown token covers one). A token's text is
+// never shorter than what it covers: byte-level BPE writes each byte as a
+// character of 1 or 2 bytes, SentencePiece a space as "▁" (3 bytes) and
+// a byte as "<0xNN>"; special tokens are their text. (A vocabulary that
+// lacks some byte tokens drops bytes it cannot spell: its prompts may
+// take fewer tokens, and are judged by this bound as if they did not.)
+func maxTokenBytes(tokens []string) int {
+	n := 4
+	for _, t := range tokens {
+		n = max(n, len(t))
+	}
+	return n
 }
 
 // close stops the engine and frees the model.

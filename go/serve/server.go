@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"ggmlrs/chat"
 	"ggmlrs/ml/backend"
 )
 
@@ -31,6 +32,9 @@ type Config struct {
 	Open    func(path string, alloc bool) (*backend.Backend, error)
 	Log     *slog.Logger
 	Version string
+	// APIKey, when set, is the bearer token every request must carry
+	// ("Authorization: Bearer KEY"); others get a 401.
+	APIKey string
 }
 
 func (c *Config) defaults() error {
@@ -82,6 +86,8 @@ type Server struct {
 	reg     *registry
 	mux     *http.ServeMux
 	started time.Time
+	prep    slots     // requests' work before their engine: rendering, tokenizing
+	reclaim reclaimer // memory back to the system after large requests
 }
 
 // New makes a server for the models of paths (GGUF files, or directories
@@ -97,7 +103,20 @@ func New(cfg Config, paths []string) (*Server, error) {
 	if len(cat.names) == 0 {
 		return nil, errors.New("no models: name GGUF files or directories holding some")
 	}
-	s := &Server{cfg: cfg, cat: cat, reg: newRegistry(cfg, cat, cfg.Log), mux: http.NewServeMux(), started: time.Now()}
+	if cfg.ChatTemplate != "" {
+		if _, err := chat.Parse(cfg.ChatTemplate); err != nil {
+			return nil, fmt.Errorf("-chat-template: the template does not parse: %w", err)
+		}
+	}
+	// A model whose own template does not parse is served all the same
+	// (raw prompts work; its chat requests get the error): said at once.
+	for _, n := range cat.names {
+		if err := checkTemplate(cat.files[n], cfg.ChatTemplate); err != nil {
+			cfg.Log.Warn(err.Error())
+		}
+	}
+	s := &Server{cfg: cfg, cat: cat, reg: newRegistry(cfg, cat, cfg.Log), mux: http.NewServeMux(), started: time.Now(),
+		prep: newPrepSlots(), reclaim: reclaimer{delay: time.Second}}
 	s.routes()
 	return s, nil
 }
@@ -140,18 +159,36 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /v1/embeddings", s.oaiEmbeddings)
 }
 
-// serveHTTP bounds the body, routes, and turns a panic in a handler into
-// a 500 (the server goes on).
+// serveHTTP checks the API key, bounds the body, routes, and turns a
+// panic in a handler into a 500 (the server goes on). Once the handler is
+// done, what the client still sends of its body is read and dropped (a
+// bounded amount), so that a client refused before its body was read
+// sees the refusal rather than a reset connection.
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	body := trackBody(r)
+	aborted := false
+	defer func() {
+		if !aborted {
+			drainBody(w, r, body)
+		}
+		if body != nil && body.n >= bigBody {
+			s.reclaim.soon()
+		}
+	}()
 	defer func() {
 		if p := recover(); p != nil {
 			if p == http.ErrAbortHandler {
+				aborted = true
 				panic(p)
 			}
 			s.cfg.Log.Error("handler panic", "path", r.URL.Path, "panic", p, "stack", string(debug.Stack()))
 			writeError(w, r, http.StatusInternalServerError, fmt.Errorf("internal error: %v", p))
 		}
 	}()
+	if !s.authorized(r) {
+		refuseUnauthorized(w, r)
+		return
+	}
 	r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBody)
 	if _, pattern := s.mux.Handler(r); pattern == "" {
 		writeError(w, r, http.StatusNotFound, fmt.Errorf("%s %s: no such endpoint", r.Method, r.URL.Path))

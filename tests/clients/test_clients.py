@@ -7,11 +7,14 @@ loopback port.
 Differential checks: greedy text through each API equals `ggml-rs generate
 -temp 0` on the same model (the runner alone); embeddings through each API
 equal `ggml-rs embed -json`; streamed text equals the non-streamed reply.
+The server runs with an API key (GGML_RS_API_KEY): the clients send it as
+they do (OpenAI's api_key, Ollama's headers), and without it get a 401.
 Exit status 1 with the failed check's message on any failure.
 """
 
 import json
 import os
+import secrets
 import socket
 import subprocess
 import sys
@@ -27,6 +30,8 @@ EMB = os.path.basename(EMBEDDER)[: -len(".gguf")]
 PROMPT = "The quick brown fox"
 N = 24
 TEXTS = ["A man is playing a guitar.", "The cat sleeps on the sofa.", "Stock markets fell sharply today."]
+KEY = secrets.token_hex(16)
+AUTH = {"Authorization": f"Bearer {KEY}"}
 
 
 def free_port():
@@ -63,11 +68,11 @@ def main():
     port = free_port()
     host = f"http://127.0.0.1:{port}"
     server = subprocess.Popen([RUNNER, "serve", "-addr", f"127.0.0.1:{port}", "-parallel", "4", "-ctx", "512", DECODER, EMBEDDER],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ, "GGML_RS_API_KEY": KEY})
     try:
         for _ in range(300):
             try:
-                urllib.request.urlopen(host + "/api/version", timeout=1)
+                urllib.request.urlopen(urllib.request.Request(host + "/api/version", headers=AUTH), timeout=1)
                 break
             except OSError:
                 if server.poll() is not None:
@@ -85,8 +90,8 @@ def main():
 
 
 def run_checks(host, want_text, want_embs):
-    ol = ollama.Client(host=host)
-    oa = openai.OpenAI(base_url=host + "/v1", api_key="unused")
+    ol = ollama.Client(host=host, headers=AUTH)
+    oa = openai.OpenAI(base_url=host + "/v1", api_key=KEY)
     # repeat_penalty 1: Ollama's default (1.1) would penalise repeats; the runner does not.
     greedy = {"temperature": 0, "num_predict": N, "repeat_penalty": 1}
 
@@ -170,6 +175,19 @@ def run_checks(host, want_text, want_embs):
     ps = ol.ps()
     check(sorted(m.model for m in ps.models) == names, f"ps {ps}")
     print("errors and ps: ok")
+
+    # Without the API key, or with another, a 401.
+    try:
+        ollama.Client(host=host).list()
+        check(False, "a request without the API key accepted")
+    except ollama.ResponseError as err:
+        check(err.status_code == 401 and "API key" in err.error, f"ollama without the key: {err.status_code} {err.error}")
+    try:
+        openai.OpenAI(base_url=host + "/v1", api_key="wrong").models.list()
+        check(False, "a request with a wrong API key accepted")
+    except openai.AuthenticationError as err:
+        check("API key" in str(err), f"openai with a wrong key: {err}")
+    print("api key: ok")
 
 
 if __name__ == "__main__":

@@ -18,13 +18,19 @@ import (
 // version is what /api/version reports.
 const version = "0.1.0-ggml-rs"
 
+// apiKeyEnv holds serve's API key when -api-key is not given (a flag
+// shows in the process list; the environment does not).
+const apiKeyEnv = "GGML_RS_API_KEY"
+
 func runServe(args []string) error {
 	fs := newFlags("serve", "[flags] MODEL...",
 		"Serves the GGUF models MODEL (files, or directories of .gguf files; a model's name is its file\n"+
 			"name without .gguf) over HTTP with Ollama's API (/api/generate, /api/chat, /api/embed, ...)\n"+
 			"and OpenAI's (/v1/chat/completions, /v1/completions, /v1/embeddings, /v1/models).\n"+
 			"Up to -parallel requests per model are computed together (continuous batching).")
-	addr := fs.String("addr", "127.0.0.1:11434", "address to listen on (host:port; 127.0.0.1: this machine only)")
+	addr := fs.String("addr", "127.0.0.1:11434", "address to listen on (host:port; a loopback address unless -allow-remote)")
+	allowRemote := fs.Bool("allow-remote", false, "allow an -addr other machines can reach (0.0.0.0, :PORT, a LAN address): plain HTTP, so use -api-key and a TLS proxy")
+	apiKey := fs.String("api-key", "", "a key every request must send as \"Authorization: Bearer KEY\" (default: $"+apiKeyEnv+"; none: no check)")
 	parallel := fs.Int("parallel", 4, "sequences of one model computed together")
 	ctxSize := fs.Int("ctx", 4096, "context size of each sequence, in tokens")
 	batch := fs.Int("batch", 512, "tokens computed in one step at most (long prompts are prefilled in chunks of this)")
@@ -44,6 +50,12 @@ func runServe(args []string) error {
 	if err := mf.check(); err != nil {
 		return err
 	}
+	if err := serve.CheckListenAddr(*addr, *allowRemote); err != nil {
+		return usagef("%v", err)
+	}
+	if *apiKey == "" {
+		*apiKey = os.Getenv(apiKeyEnv)
+	}
 	var template string
 	if *templateFile != "" {
 		b, err := os.ReadFile(*templateFile)
@@ -59,6 +71,7 @@ func runServe(args []string) error {
 		ChatTemplate: template,
 		Log:          log,
 		Version:      version,
+		APIKey:       *apiKey,
 	}, pos)
 	if err != nil {
 		return err
@@ -67,6 +80,13 @@ func runServe(args []string) error {
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
 		return err
+	}
+	if err := serve.CheckListener(ln, *allowRemote); err != nil {
+		ln.Close()
+		return err
+	}
+	if *allowRemote && *apiKey == "" {
+		log.Warn("serving other machines with no API key: anyone who reaches the port can use the models (set -api-key or " + apiKeyEnv + ")")
 	}
 	if *preload {
 		for _, p := range pos {
