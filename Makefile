@@ -17,7 +17,7 @@ export CARGO_TERM_COLOR ?= never
 GO_ENV = CGO_CFLAGS="-g -O2 -DGGML_RS_LIB_ID=$$(sha1sum $(CURDIR)/$(LIB) | cut -c1-16)"
 
 .PHONY: all build run demo runner fetch-minilm test test-rust test-c test-go test-clients check-header check-symbols twin-ggml header bindings deps clean bench bench-ops bench-load \
-	parity parity-golden quant-parity llama-ref models vocabs chat-golden ollama llama-server llama-quantize bench-serve \
+	parity parity-golden quant-parity llama-ref models vocabs chat-golden ollama llama-server llama-quantize bench-serve bench-barrier \
 	vulkan-deps vulkan-build test-vulkan test-vulkan-parity llama-ref-vulkan parity-golden-vulkan
 
 all: build
@@ -339,6 +339,36 @@ bench: $(LLAMA_REF) $(BENCH_MODELS) $(SPEC_MODELS)
 	python3 scripts/bench.py $(BENCH_ARGS) -t $(BENCH_THREADS) $(BENCH_MODELS)
 	python3 scripts/bench-spec.py $(SPEC_ARGS) -t $(BENCH_THREADS) $(SPEC_MODELS)
 	python3 scripts/bench-quant.py $(QUANT_ARGS) -t $(BENCH_THREADS) $(BENCH_MODELS)
+
+# --- CPU barriers under contention (issue 25; not part of make test) --------------
+# Ours (its barrier sleeps after a bounded spin: scripts/patches/
+# 12-cpu-barrier-sleep.sh; and with GGML_CPU_BARRIER_SPIN_US=-1, ggml's own
+# spinning barrier) against llama.cpp with ggml's own barrier, built without
+# that patch, with and without OpenMP; quiet and beside 1 and 2 busy loops,
+# the programs alternated in every round (scripts/bench-barrier.py).
+# docs/notes/barrier.md has the figures.
+BARRIER_PATCH := 12-cpu-barrier-sleep.sh
+LLAMA_SPIN_SRC := .cache/llama.cpp-spin
+LLAMA_SPIN_STAMP := $(LLAMA_SPIN_SRC)/.ggml-rs-stamp
+LLAMA_REF_SPIN := .cache/llama-build-spin/llama-ref
+LLAMA_REF_SPIN_OMP := .cache/llama-build-spin-omp/llama-ref
+BARRIER_MODEL ?= $(MODELS_DIR)/qwen3-bench-q4_0.gguf
+BARRIER_ARGS ?= -p 128 -n 32 -r 3 -t 2 --rounds 5 --spin-us 50 --ours-threads 1
+
+$(LLAMA_SPIN_STAMP): scripts/fetch-llama.sh scripts/fetch-ggml/Cargo.lock $(wildcard scripts/patches/*.sh) $(wildcard scripts/llama-patches/*.sh)
+	SKIP_PATCHES=$(BARRIER_PATCH) scripts/fetch-llama.sh $(LLAMA_SPIN_SRC)
+
+$(LLAMA_REF_SPIN): $(LLAMA_SPIN_STAMP) tools/llama-ref/CMakeLists.txt tools/llama-ref/main.cpp tools/llama-ref/chat.cpp | deps
+	cmake -S tools/llama-ref -B $(dir $@) -G Ninja -DCMAKE_BUILD_TYPE=Release -DLLAMA_SRC=$(CURDIR)/$(LLAMA_SPIN_SRC) -DLLAMA_REF_OPENMP=OFF >/dev/null
+	ninja -C $(dir $@) llama-ref
+
+$(LLAMA_REF_SPIN_OMP): $(LLAMA_SPIN_STAMP) tools/llama-ref/CMakeLists.txt tools/llama-ref/main.cpp tools/llama-ref/chat.cpp | deps
+	cmake -S tools/llama-ref -B $(dir $@) -G Ninja -DCMAKE_BUILD_TYPE=Release -DLLAMA_SRC=$(CURDIR)/$(LLAMA_SPIN_SRC) -DLLAMA_REF_OPENMP=ON >/dev/null
+	ninja -C $(dir $@) llama-ref
+
+bench-barrier: $(LLAMA_REF_SPIN) $(LLAMA_REF_SPIN_OMP) $(BARRIER_MODEL)
+	$(MAKE) runner
+	python3 scripts/bench-barrier.py $(BARRIER_ARGS) --ref $(LLAMA_REF_SPIN) --ref-omp $(LLAMA_REF_SPIN_OMP) $(BARRIER_MODEL)
 
 # --- load test of `ggml-rs serve` against Ollama and llama-server ----------------
 # Loopback only, a fixed number of streaming requests at 1, 4 and 8 clients

@@ -10,8 +10,13 @@
 # ggml/, so the reference runs the same ggml as we do, and the reference's
 # own (scripts/llama-patches/*.sh) to the rest.
 #
-# Usage: scripts/fetch-llama.sh [DEST]   (default: .cache/llama.cpp)
+# SKIP_PATCHES (space-separated names of scripts/patches/*.sh) leaves those
+# ggml patches out: `make bench-barrier` builds a reference with ggml's own
+# spinning barrier (without 12-cpu-barrier-sleep.sh) to compare against.
+#
+# Usage: [SKIP_PATCHES="NN-name.sh ..."] scripts/fetch-llama.sh [DEST]   (default: .cache/llama.cpp)
 set -euo pipefail
+skip=" ${SKIP_PATCHES:-} "
 root=$(cd "$(dirname "$0")/.." && pwd)
 dest=${1:-$root/.cache/llama.cpp}
 version=0.1.161
@@ -20,6 +25,7 @@ patches_hash() {
   local p
   for p in "$root"/scripts/patches/*.sh "$root"/scripts/llama-patches/*.sh; do
     [ -e "$p" ] || continue
+    [[ "$skip" == *" $(basename "$p") "* ]] && continue
     basename "$p"
     cat "$p"
   done | { sha256sum 2>/dev/null || shasum -a 256; } | cut -c1-16
@@ -46,6 +52,10 @@ mkdir -p "$(dirname "$dest")"
 cp -a "$src" "$dest.tmp"
 for p in "$root"/scripts/patches/*.sh; do
   [ -e "$p" ] || continue
+  if [[ "$skip" == *" $(basename "$p") "* ]]; then
+    echo "fetch-llama: leaving out $(basename "$p") (SKIP_PATCHES)"
+    continue
+  fi
   echo "fetch-llama: applying $(basename "$p") to ggml/"
   bash "$p" "$dest.tmp/ggml"
 done
