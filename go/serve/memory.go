@@ -78,11 +78,11 @@ func gib(n uint64) string {
 
 // availableMemory is the system memory a model may take (tests make it
 // small).
-var availableMemory = memAvailable
+var availableMemory = MemAvailable
 
-// memAvailable is Linux's estimate of memory available to a new process
-// without swapping (/proc/meminfo MemAvailable).
-func memAvailable() (uint64, bool) {
+// MemAvailable is Linux's estimate of memory available to a new process
+// without swapping (/proc/meminfo MemAvailable), and whether it could be read.
+func MemAvailable() (uint64, bool) {
 	f, err := os.Open("/proc/meminfo")
 	if err != nil {
 		return 0, false

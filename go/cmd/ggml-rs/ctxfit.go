@@ -1,18 +1,16 @@
 package main
 
 import (
-	"bufio"
 	"fmt"
 	"math"
 	"os"
-	"strconv"
-	"strings"
 
 	"ggmlrs/kvcache"
 	"ggmlrs/ml"
 	"ggmlrs/ml/backend"
 	"ggmlrs/model"
 	"ggmlrs/model/decoder"
+	"ggmlrs/serve"
 )
 
 // maxContext bounds -ctx and -batch: a cache's cells keep int32 positions.
@@ -102,7 +100,7 @@ func sum(v []uint64) uint64 {
 // false when there is no figure.
 func freeMemory(d ml.DeviceMemory, cpu bool) (have uint64, known bool) {
 	if cpu {
-		if avail, ok := memAvailable(); ok {
+		if avail, ok := serve.MemAvailable(); ok {
 			return avail, true
 		}
 	}
@@ -110,29 +108,6 @@ func freeMemory(d ml.DeviceMemory, cpu bool) (have uint64, known bool) {
 		if dev.Name == d.Name || (d.ID != "" && dev.ID == d.ID && dev.Library == d.Library) {
 			return dev.FreeMemory, dev.FreeMemory > 0
 		}
-	}
-	return 0, false
-}
-
-// memAvailable is Linux's estimate of the memory available to a new
-// process without swapping (/proc/meminfo MemAvailable).
-func memAvailable() (uint64, bool) {
-	f, err := os.Open("/proc/meminfo")
-	if err != nil {
-		return 0, false
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		rest, ok := strings.CutPrefix(sc.Text(), "MemAvailable:")
-		if !ok {
-			continue
-		}
-		kb, err := strconv.ParseUint(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
-		if err != nil {
-			return 0, false
-		}
-		return kb << 10, true
 	}
 	return 0, false
 }
