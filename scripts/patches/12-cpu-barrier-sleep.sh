@@ -20,10 +20,21 @@
 # generation and does not sleep, or the waker sees the sleeper and wakes
 # it; futex_wait itself refuses to sleep once the generation has moved.
 #
-# GGML_CPU_BARRIER_SPIN_US sets the spin time in microseconds (default
-# 200, read once by ggml_cpu_init; -1 spins without bound, ggml's own
-# barrier, for comparisons: scripts/bench-barrier.py). The OpenMP build
-# (`#pragma omp barrier`) is not changed.
+# The spin time adapts, per pool: halved by every wait that has to sleep,
+# doubled (+2 us) by every wait that ends while spinning, between 0 and the
+# maximum; every 256th barrier spins the maximum and, if that was enough,
+# restores it (a probe, for when the load is gone). A fixed spin measured
+# badly under contention: once the two compute threads share one core (the
+# scheduler wakes a sleeper beside its waker), a waiter spins while the
+# thread it waits for queues behind it, and every node pays the whole spin
+# (a fixed 200 us decoded 4x slower than sleeping at once beside other
+# load). Sleeping at once, in turn, would pay a wake-up at every node of a
+# quiet machine.
+#
+# GGML_CPU_BARRIER_SPIN_US sets the maximum in microseconds (default 200,
+# read once by ggml_cpu_init; -1 spins without bound, ggml's own barrier,
+# for comparisons: scripts/bench-barrier.py). The OpenMP build (`#pragma
+# omp barrier`) is not changed.
 # Usage: 12-cpu-barrier-sleep.sh GGML_DIR   (idempotent)
 set -euo pipefail
 python3 - "$1/src/ggml-cpu/ggml-cpu.c" <<'PY'
@@ -56,6 +67,7 @@ pairs = [
     ("""    atomic_int GGML_CACHE_ALIGN n_barrier_passed;
 """, """    atomic_int GGML_CACHE_ALIGN n_barrier_passed;
     atomic_int n_barrier_sleeping; // %(m)s: threads in (or entering) the barrier's sleep
+    atomic_int GGML_CACHE_ALIGN barrier_spin_us; // %(m)s: the adaptive spin time
 """ % {"m": MARK}),
     # The barrier.
     ("""static struct ggml_state g_state = {0};
@@ -63,23 +75,40 @@ pairs = [
 void ggml_barrier(struct ggml_threadpool * tp) {""", """static struct ggml_state g_state = {0};
 
 #ifndef GGML_USE_OPENMP
-// %(m)s: how long a barrier spins before it sleeps (us; -1: forever).
-static int ggml_barrier_spin_us = 200;
+// %(m)s: the most a barrier spins before it sleeps (us; -1: forever).
+#define GGML_BARRIER_SPIN_US_DEFAULT 200
+static int ggml_barrier_spin_max_us = GGML_BARRIER_SPIN_US_DEFAULT;
 
 static void ggml_barrier_sleep_init(void) {
     const char * env = getenv("GGML_CPU_BARRIER_SPIN_US");
     if (env != NULL && *env != '\\0') {
-        ggml_barrier_spin_us = atoi(env) < 0 ? -1 : atoi(env);
+        ggml_barrier_spin_max_us = atoi(env) < 0 ? -1 : atoi(env);
     }
 }
 
 // Spins until the generation leaves n_passed or the spin time is up;
-// returns whether it left.
+// returns whether it left. The pool's spin time adapts: a wait that ends
+// while spinning doubles it (up to the maximum), one that runs out halves
+// it. Every 256th barrier spins the maximum, whatever the current time, and
+// sets it back to the maximum when that is enough: a probe, so that a pool
+// whose time went down under load spins again once the load is gone.
 static bool ggml_barrier_spin(struct ggml_threadpool * tp, int n_passed) {
-    const int spin_us = ggml_barrier_spin_us;
+    const int spin_max = ggml_barrier_spin_max_us;
+    int cur = -1;
+    int spin_us = -1;
+    const bool probe = (n_passed & 255) == 0;
+    if (spin_max >= 0) {
+        cur = atomic_load_explicit(&tp->barrier_spin_us, memory_order_relaxed);
+        cur = cur < spin_max ? cur : spin_max;
+        spin_us = probe ? spin_max : cur;
+    }
     int64_t t_start = -1;
     for (uint32_t i = 1; ; i++) {
         if (atomic_load_explicit(&tp->n_barrier_passed, memory_order_relaxed) != n_passed) {
+            if (cur >= 0 && cur < spin_max) {
+                const int more = probe ? spin_max : 2*cur + 2;
+                atomic_store_explicit(&tp->barrier_spin_us, more < spin_max ? more : spin_max, memory_order_relaxed);
+            }
             return true;
         }
         ggml_thread_cpu_relax();
@@ -88,6 +117,9 @@ static bool ggml_barrier_spin(struct ggml_threadpool * tp, int n_passed) {
             if (t_start < 0) {
                 t_start = t;
             } else if (t - t_start >= spin_us) {
+                if (cur > 0) {
+                    atomic_store_explicit(&tp->barrier_spin_us, cur / 2, memory_order_relaxed);
+                }
                 return false;
             }
         }
@@ -148,6 +180,7 @@ void ggml_barrier(struct ggml_threadpool * tp) {""" % {"m": MARK}),
     ("""        threadpool->n_barrier_passed = 0;
 """, """        threadpool->n_barrier_passed = 0;
         threadpool->n_barrier_sleeping = 0; // %(m)s
+        threadpool->barrier_spin_us  = GGML_BARRIER_SPIN_US_DEFAULT; // %(m)s
 """ % {"m": MARK}),
     # Read the spin time once, with ggml's other settings.
     ("""        {
