@@ -135,8 +135,8 @@ fn threads_waiting_at_a_barrier_sleep() {
         // SLOW. A spinning barrier spends that time on the CPU (as much of
         // it as the scheduler gives: two thirds of a core each when nothing
         // else runs, still a tenth of a second at a load of 20 on 2 cores);
-        // a sleeping one spends its bounded spin (200 us at most) and a system call or
-        // two, however loaded the machine.
+        // a sleeping one spends its bounded spin (200 us at most) and a
+        // system call or two, however loaded the machine.
         for i in 1..POOL {
             let (left, entered) = (LEFT[i].load(Ordering::SeqCst), ENTERED[i].load(Ordering::SeqCst));
             assert!(left > 0 && entered >= left, "thread {i} did not run both nodes ({left}, {entered})");
