@@ -5,11 +5,16 @@ ggml's CPU barrier spins; with other work on the cores, a node can wait out
 a scheduler quantum (issue 25; scripts/patches/12-cpu-barrier-sleep.sh makes
 it spin a bounded time and then sleep). This runs, on one model:
 
-  ggml-rs          go/bin/ggml-rs bench (our ggml, its barrier sleeps)
-  ggml-rs spin     the same program with GGML_CPU_BARRIER_SPIN_US=-1
+  ggml-rs          go/bin/ggml-rs bench with its default thread count, which
+                   follows the load (src/ml/cpu_load.rs), and our barrier,
+                   which sleeps
+  ggml-rs -t T     the same on a fixed T threads (-t): our barrier alone
+  ggml-rs spin     the same on T threads with GGML_CPU_BARRIER_SPIN_US=-1
                    (ggml's own spinning barrier)
-  ggml-rs N us     the same with a spin time of N us (--spin-us N,...)
-  ggml-rs N thr    ggml-rs on N threads instead of -t (--ours-threads N,...)
+  ggml-rs N us     T threads, a spin time of N us at most (--spin-us N,...)
+  ggml-rs N thr    ggml-rs on a fixed N threads (--ours-threads N,...)
+  NAME             another build of go/bin/ggml-rs (--also NAME=PATH, e.g.
+                   a variant of patch 12 built in another worktree)
   llama.cpp        llama-ref bench with ggml's own barrier, no OpenMP
                    (--ref; make bench-barrier builds it without the patch)
   llama.cpp omp    the same built with OpenMP (--ref-omp)
@@ -25,7 +30,7 @@ ratio to the same program's quiet median.
 Standard library only. Usage: bench-barrier.py [-p 128] [-n 32] [-r 3]
 [-t 2] [--rounds 5] [--busy 0,1,2] [--spin-us N,...] [--ours-threads N,...]
 [--ours PATH]
-[--ref PATH] [--ref-omp PATH] [--ref-sleep PATH] MODEL
+[--also NAME=PATH ...] [--ref PATH] [--ref-omp PATH] [--ref-sleep PATH] MODEL
 """
 import argparse
 import json
@@ -85,7 +90,8 @@ class Busy:
 def programs(a):
     progs = []
     if os.access(a.ours, os.X_OK):
-        progs.append(dict(name="ggml-rs", path=a.ours, ours=True, env={}))
+        progs.append(dict(name="ggml-rs", path=a.ours, ours=True, env={}, t=0))
+        progs.append(dict(name=f"ggml-rs -t {a.t}", path=a.ours, ours=True, env={}))
         progs.append(dict(name="ggml-rs spin", path=a.ours, ours=True, env={"GGML_CPU_BARRIER_SPIN_US": "-1"}))
         for t in [s for s in a.ours_threads.split(",") if s]:
             progs.append(dict(name=f"ggml-rs {int(t)} thr", path=a.ours, ours=True, env={}, t=int(t)))
@@ -93,6 +99,11 @@ def programs(a):
             progs.append(dict(name=f"ggml-rs {int(us)} us", path=a.ours, ours=True, env={"GGML_CPU_BARRIER_SPIN_US": str(int(us))}))
     else:
         print(f"bench-barrier: {os.path.relpath(a.ours, ROOT)} is not built; ours left out", file=sys.stderr)
+    for spec in a.also:
+        name, _, path = spec.partition("=")
+        if not path or not os.access(path, os.X_OK):
+            raise SystemExit(f"bench-barrier: --also {spec}: want NAME=PATH of a built ggml-rs")
+        progs.append(dict(name=name, path=path, ours=True, env={}, t=0))
     for name, path in (("llama.cpp", a.ref), ("llama.cpp omp", a.ref_omp), ("llama.cpp sleep", a.ref_sleep)):
         if path and os.access(path, os.X_OK):
             progs.append(dict(name=name, path=path, ours=False, env={}))
@@ -114,6 +125,8 @@ def main():
     ap.add_argument("--ours-threads", default="", help="extra ggml-rs columns with these thread counts")
     ap.add_argument("--timeout", type=float, default=600, help="seconds per bench run")
     ap.add_argument("--ours", default=os.path.join(ROOT, "go/bin/ggml-rs"))
+    ap.add_argument("--also", action="append", default=[], metavar="NAME=PATH",
+                    help="another ggml-rs build to measure beside ours (repeatable)")
     ap.add_argument("--ref", default=os.path.join(ROOT, ".cache/llama-build-spin/llama-ref"))
     ap.add_argument("--ref-omp", default=os.path.join(ROOT, ".cache/llama-build-spin-omp/llama-ref"))
     ap.add_argument("--ref-sleep", default="", help="llama-ref with our barrier patch (optional)")

@@ -31,6 +31,9 @@
 # load). Sleeping at once, in turn, would pay a wake-up at every node of a
 # quiet machine.
 #
+# A pool worker that the current graph leaves out (a graph on fewer threads
+# than the pool) sleeps until the next graph rather than polling for it.
+#
 # GGML_CPU_BARRIER_SPIN_US sets the maximum in microseconds (default 200,
 # read once by ggml_cpu_init; -1 spins without bound, ggml's own barrier,
 # for comparisons: scripts/bench-barrier.py). The OpenMP build (`#pragma
@@ -181,6 +184,16 @@ void ggml_barrier(struct ggml_threadpool * tp) {""" % {"m": MARK}),
 """, """        threadpool->n_barrier_passed = 0;
         threadpool->n_barrier_sleeping = 0; // %(m)s
         threadpool->barrier_spin_us  = GGML_BARRIER_SPIN_US_DEFAULT; // %(m)s
+""" % {"m": MARK}),
+    # A worker the current graph leaves out (the backend computes on fewer
+    # threads than the pool has: src/ml/cpu_load.rs) sleeps until the next
+    # graph instead of polling for it: a polling worker would take the core
+    # the graph was given up for.
+    ("""    const uint64_t n_rounds = 1024UL * 128 * threadpool->poll;
+""", """    uint64_t n_rounds = 1024UL * 128 * threadpool->poll;
+    if (state->ith >= (atomic_load_explicit(&threadpool->n_graph, memory_order_relaxed) & GGML_THREADPOOL_N_THREADS_MASK)) {
+        n_rounds = 0; // %(m)s: left out of the current graph
+    }
 """ % {"m": MARK}),
     # Read the spin time once, with ggml's other settings.
     ("""        {

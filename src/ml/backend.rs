@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
+use super::cpu_load::CpuLoad;
 use super::device::{self, DeviceInfo, DeviceType};
 use super::flash::{self, AttentionShape};
 use super::gguf::{Gguf, Value};
@@ -86,9 +87,27 @@ pub(crate) struct BackendInner {
     /// The CPU backend's workers, kept between graphs (see [`ThreadPool`]).
     /// Dropped after the device backends.
     pub threadpool: Option<ThreadPool>,
+    /// Set when the thread count was left to the default: the load gauge
+    /// that picks each graph's thread count (at most `n_threads`) and the
+    /// count the CPU backend has now; read and written under `compute_lock`.
+    pub cpu_load: Option<Mutex<(CpuLoad, usize)>>,
 }
 
 impl BackendInner {
+    /// Fits the CPU backend's thread count to the CPUs other processes
+    /// leave free (see [`CpuLoad`]); only for a default thread count. Call
+    /// under `compute_lock`.
+    pub fn fit_threads(&self) {
+        let Some(load) = &self.cpu_load else { return };
+        let mut load = load.lock();
+        let n = load.0.threads(self.n_threads);
+        if n != load.1 {
+            load.1 = n;
+            // SAFETY: the CPU backend lives as long as `self`; no graph runs.
+            unsafe { sys::ggml_backend_cpu_set_n_threads(self.devices[self.cpu_index].backend, n as i32) };
+        }
+    }
+
     /// The device backends, in scheduler order.
     pub fn backends(&self) -> impl Iterator<Item = sys::ggml_backend_t> + '_ {
         self.devices.iter().map(|d| d.backend)
@@ -343,6 +362,7 @@ impl Backend {
             memory: Mutex::new(memory),
             cancel,
             threadpool: Some(threadpool),
+            cpu_load: (params.n_threads == 0 && n_threads > 1).then(|| Mutex::new((CpuLoad::new(n_threads), n_threads))),
         };
         unsafe {
             let mut backends: Vec<_> = inner.devices.iter().map(|d| d.backend).collect();
@@ -402,8 +422,14 @@ impl Backend {
     pub fn devices(&self) -> Vec<DeviceInfo> {
         self.inner.devices.iter().map(|d| d.info.clone()).collect()
     }
+    /// The most CPU threads a graph computes on.
     pub fn n_threads(&self) -> usize {
         self.inner.n_threads
+    }
+    /// The CPU threads the last graph computed on: `n_threads`, or fewer
+    /// where a default thread count followed the load (`cpu_load`).
+    pub fn threads_now(&self) -> usize {
+        self.inner.cpu_load.as_ref().map(|l| l.lock().1).unwrap_or(self.inner.n_threads)
     }
     pub fn max_graph_nodes(&self) -> usize {
         self.inner.max_graph_nodes

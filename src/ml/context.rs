@@ -702,6 +702,7 @@ impl Context {
                     return Err(Error::oom("compute: failed to allocate the compute buffers for this graph"));
                 }
             }
+            inner.fit_threads();
             let status = sys::ggml_backend_sched_graph_compute(inner.sched, graph);
             if status == sys::GGML_STATUS_SUCCESS {
                 inner.sched_graph.store(version, Ordering::Relaxed);

@@ -8,6 +8,7 @@ pub mod backend;
 pub mod check;
 pub mod context;
 pub mod cpu_features;
+pub mod cpu_load;
 pub mod data;
 pub mod device;
 mod device_info;
