@@ -355,7 +355,7 @@ LLAMA_SPIN_STAMP := $(LLAMA_SPIN_SRC)/.ggml-rs-stamp
 LLAMA_REF_SPIN := .cache/llama-build-spin/llama-ref
 LLAMA_REF_SPIN_OMP := .cache/llama-build-spin-omp/llama-ref
 BARRIER_MODEL ?= $(MODELS_DIR)/qwen3-bench-q4_0.gguf
-BARRIER_ARGS ?= -p 128 -n 32 -r 2 -t 2 --rounds 5 --spin-us 0 --ours-threads 1
+BARRIER_ARGS ?= -p 256 -n 64 -r 2 -t 2 --rounds 3 --ours-threads 1
 
 $(LLAMA_SPIN_STAMP): scripts/fetch-llama.sh scripts/fetch-ggml/Cargo.lock $(wildcard scripts/patches/*.sh) $(wildcard scripts/llama-patches/*.sh)
 	SKIP_PATCHES=$(BARRIER_PATCH) scripts/fetch-llama.sh $(LLAMA_SPIN_SRC)
