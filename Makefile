@@ -41,7 +41,7 @@ deps:
 	fi
 
 # The static library is then made to keep its ggml private (one object
-# exporting only ggml_rs_; docs/design.md), as the shared one does.
+# exporting only ggml_rs_; docs/notes/ggml-build.md), as the shared one does.
 build: deps $(GGML_STAMP)
 	$(CARGO) build --release --lib
 	scripts/private-ggml.sh target/release target/static
@@ -49,7 +49,7 @@ build: deps $(GGML_STAMP)
 # --- Vulkan ------------------------------------------------------------------
 # A second build of the library with ggml's Vulkan backend, tested on
 # Mesa's software Vulkan device (lavapipe/llvmpipe) when the machine has no
-# GPU (docs/design.md, "Vulkan"). The default (CPU) build above is not
+# GPU (docs/notes/vulkan.md). The default (CPU) build above is not
 # touched. ggml's shader build is slow, so this build lives outside the
 # clone, in a folder keyed by everything that changes ggml's build (the
 # pinned package, our patches, the build script, the CMake wrapper, the
@@ -94,7 +94,7 @@ vulkan-build: vulkan-deps $(GGML_STAMP)
 # device with and without an RPC server, every architecture on the device,
 # and parity with llama.cpp built with Vulkan on the same device:
 # tests/golden/vulkan, all layers and half of them; the gaps it names are
-# in docs/design.md, "Vulkan"). test-vulkan-parity runs the parity test alone.
+# in docs/notes/vulkan.md). test-vulkan-parity runs the parity test alone.
 VK_GO_PKGS := ./ml/backend ./model ./cmd/ggml-rs
 test-vulkan: vulkan-build $(SMALL_MODELS)
 	$(CARGO) build --release --bin ggml-rs-rpc-server

@@ -1,7 +1,7 @@
 //! ggml's Vulkan backend (the `vulkan` feature) on the machine's Vulkan
 //! device: on a machine without a GPU, Mesa's software device (llvmpipe),
 //! which ggml-vulkan lists only when GGML_VK_VISIBLE_DEVICES names it
-//! (`make test-vulkan` sets it; docs/design.md, "Vulkan").
+//! (`make test-vulkan` sets it; docs/notes/vulkan.md).
 //!
 //! * The device is enumerated as a GPU with its memory, and backends put it
 //!   before the CPU.

@@ -5,7 +5,7 @@
 // Jinja engine, tool-free): the template is run by ggmlrs/chat/jinja, a
 // renderer with llama.cpp's semantics, and the inputs are built as
 // llama.cpp builds them (message normalisation, the context variables,
-// the per-template adjustments). See docs/design.md, "Chat templates".
+// the per-template adjustments). See docs/notes/chat-templates.md.
 package chat
 
 import (

@@ -214,7 +214,7 @@ func cpuExpertsOverRPC(t *testing.T) {
 					// RPC device. Its logits lie between the two CPU
 					// references': no farther from either than repacking
 					// alone moves them (the random weights amplify the
-					// kernels' last-bit differences; see docs/design.md).
+					// kernels' last-bit differences; see docs/notes/decoder-models.md).
 					mixed := runLogits(t, path, layers, experts, true, true)
 					dPlain, dRepacked := maxDiff(mixed, cpuPlain), maxDiff(mixed, cpuRepacked)
 					t.Logf("repacked experts: |RPC - CPU plain| <= %.3g, |RPC - CPU repacked| <= %.3g, |CPU repacked - CPU plain| <= %.3g",

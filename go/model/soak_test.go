@@ -12,8 +12,7 @@ package model_test
 //
 // GGMLRS_SOAK_CYCLES=N runs N model cycles (and 2N context cycles);
 // GGMLRS_SOAK_MALLOC=default leaves glibc's allocator as it is and only
-// reports the curves (what a program sees; docs/design.md, "Memory over
-// many cycles", has both).
+// reports the curves (what a program sees; docs/notes/memory-cycles.md, has both).
 
 import (
 	"context"

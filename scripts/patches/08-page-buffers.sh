@@ -11,7 +11,7 @@
 # RSS. A Go program opening, loading, running and closing a 2.6 MB model
 # 2,000 times grew from 14 MB to 60-86 MB of RSS with the default arenas
 # (35-50 MB with MALLOC_ARENA_MAX=1) while the bytes in use stayed flat:
-# fragmentation, not a leak (docs/design.md, "Memory over many cycles").
+# fragmentation, not a leak (docs/notes/memory-cycles.md).
 #
 # This patch gives those blocks pages of their own on Linux, as ggml already
 # does on macOS (vm_allocate in ggml_aligned_malloc): a CPU buffer of

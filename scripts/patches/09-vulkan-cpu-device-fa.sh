@@ -8,7 +8,7 @@
 # same way). The device now refuses that op, so ggml's scheduler runs it on
 # the CPU, and "auto" flash attention (asked for one row) resolves to off
 # there, in ggml-rs and in llama.cpp alike. Real GPUs are not affected by
-# this patch. docs/design.md, "Vulkan".
+# this patch. docs/notes/vulkan.md.
 # Usage: 09-vulkan-cpu-device-fa.sh GGML_DIR   (idempotent)
 set -euo pipefail
 python3 - "$1/src/ggml-vulkan/ggml-vulkan.cpp" <<'PY'

@@ -19,7 +19,7 @@
 # pipe_resource in llvmpipe's launch_grid and the read after free in
 # set_shader_buffers. The unused bindings are now filled with the first
 # binding's buffer, which is alive. Real GPUs are not affected by this
-# patch. docs/design.md, "Vulkan".
+# patch. docs/notes/vulkan.md.
 # Usage: 10-vulkan-cpu-device-descriptors.sh GGML_DIR   (idempotent)
 set -euo pipefail
 python3 - "$1/src/ggml-vulkan/ggml-vulkan-common.h" <<'PY'

@@ -11,7 +11,7 @@
 # GPU backend it kept the router's softmax, top-k and weights from being
 # fused into one kernel as they are for llama.cpp (ggml-vulkan's topk_moe),
 # and the mixture-of-experts models' logits differed from llama.cpp's on
-# the same device. docs/design.md, "Vulkan".
+# the same device. docs/notes/vulkan.md.
 # Usage: 11-cpu-argsort-nan.sh GGML_DIR   (idempotent)
 set -euo pipefail
 python3 - "$1/src/ggml-cpu/ops.cpp" <<'PY'

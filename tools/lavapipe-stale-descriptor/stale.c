@@ -1,4 +1,4 @@
-// The lavapipe bug behind ggml-rs patch 10 (docs/design.md, "Vulkan"),
+// The lavapipe bug behind ggml-rs patch 10 (docs/notes/vulkan.md),
 // without ggml: a descriptor set binding that the pipeline does not use
 // keeps a buffer that has been destroyed (valid Vulkan: such a binding may
 // hold an invalid descriptor; the validation layers report nothing). Mesa

@@ -34,7 +34,7 @@
 //       ggml-rs does. The same numbers on the CPU (to 5e-6); on a GPU the
 //       last layer's products then run through the kernels for one row
 //       instead of a batch's, which round differently (1e-2 in the logits
-//       on ggml-vulkan: docs/design.md, "Vulkan").
+//       on ggml-vulkan: docs/notes/vulkan.md).
 //   -mtp (logits, greedy): load the MTP (nextn) layers too
 //       (llama_model_params.load_mtp), which checks their names and shapes;
 //       the main graph does not use them.

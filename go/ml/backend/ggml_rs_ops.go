@@ -88,7 +88,7 @@ func (t *Tensor) Cos(ctx ml.Context) ml.Tensor {
 	return c.result(C.ggml_rs_cos(c.c, t.ptr("Cos"), &c.f.s.err))
 }
 
-// Tanh is out of place (Ollama's is in place; see docs/design.md).
+// Tanh is out of place (Ollama's is in place; see docs/notes/unlike-ollama.md).
 func (t *Tensor) Tanh(ctx ml.Context) ml.Tensor {
 	c := use(ctx, "Tanh")
 	return c.result(C.ggml_rs_tanh(c.c, t.ptr("Tanh"), &c.f.s.err))

@@ -1,5 +1,5 @@
 //! Where each weight of a model goes, decided from its name alone (the
-//! rules of Ollama's engine, see docs/design.md "Placement"):
+//! rules of Ollama's engine, see docs/notes/model-loading.md):
 //!
 //! 1. token/position embeddings (`token_embd`, `position_embd`,
 //!    `token_norm_embd`, `token_types` as a name part) stay on the CPU and

@@ -14,7 +14,7 @@
 //!
 //! Ids are data that the graph usually computes (top-k of the router), so
 //! their range cannot be checked here. ggml's CPU kernels (patched, see
-//! docs/design.md) skip a row whose id is outside `0..n_expert` (`0..n_rows`
+//! docs/notes/ggml-build.md) skip a row whose id is outside `0..n_expert` (`0..n_rows`
 //! for `add_id`) and mark the node; `Context::compute` then fails with an
 //! error naming the op.
 //!
