@@ -506,6 +506,21 @@ func GetDevicesEnv(l []DeviceInfo, mustFilter bool) map[string]string {
 	return env
 }
 
+// GetVisibleDevicesEnv is Ollama v0.17.x's name for the environment a
+// runner for the devices in l needs: the visible-devices variables only,
+// without the devices' RunnerEnvOverrides (which GetDevicesEnv, its later
+// name, adds).
+func GetVisibleDevicesEnv(l []DeviceInfo, mustFilter bool) map[string]string {
+	if len(l) == 0 {
+		return nil
+	}
+	env := map[string]string{}
+	for _, d := range l {
+		d.updateVisibleDevicesEnv(env, mustFilter)
+	}
+	return env
+}
+
 // NeedsInitValidation returns true if the device in question has the potential
 // to crash at inference time and requires deeper validation before we include
 // it in the supported devices list.

@@ -96,6 +96,34 @@ func TestGetDevicesEnvFiltering(t *testing.T) {
 	}
 }
 
+// Ollama v0.17.x's GetVisibleDevicesEnv: the same visible-devices
+// variables as GetDevicesEnv, without the runner overrides.
+func TestGetVisibleDevicesEnv(t *testing.T) {
+	if env := GetVisibleDevicesEnv(nil, true); env != nil {
+		t.Errorf("empty list: got %v, want nil", env)
+	}
+	devices := []DeviceInfo{
+		{DeviceID: DeviceID{Library: "CUDA", ID: "GPU-a"}, FilterID: "0", RunnerEnvOverrides: map[string]string{"X": "1"}},
+		{DeviceID: DeviceID{Library: "ROCm", ID: "1"}},
+		{DeviceID: DeviceID{Library: "Vulkan", ID: "v0"}},
+	}
+	for _, must := range []bool{false, true} {
+		got, want := GetVisibleDevicesEnv(devices, must), GetDevicesEnv(devices, must)
+		delete(want, "X")
+		if len(got) != len(want) {
+			t.Fatalf("mustFilter %v: %v, want %v", must, got, want)
+		}
+		for k, v := range want {
+			if got[k] != v {
+				t.Errorf("mustFilter %v: %s = %q, want %q", must, k, got[k], v)
+			}
+		}
+		if _, ok := got["X"]; ok {
+			t.Errorf("mustFilter %v: runner override in %v", must, got)
+		}
+	}
+}
+
 func TestGPULayers(t *testing.T) {
 	g := GPULayers{DeviceID: DeviceID{ID: "GPU-1"}, Layers: []int{3, 1, 2, 0}}
 	if got := g.FirstLayer(); got != 0 {

@@ -34,9 +34,11 @@ func ConvertToF32(data []byte, dtype uint32, nelements uint64) []float32 {
 }
 
 // Quantize converts f32s of the given shape (ggml order) to newType, byte
-// for byte as ggml's reference quantizers (see backend.Quantize).
-func Quantize(newType fsggml.TensorType, f32s []float32, shape []uint64) []byte {
-	return backend.Quantize(newType, f32s, shape)
+// for byte as ggml's reference quantizers (see backend.Quantize). newType
+// is any ggml type id: ours (ggmlrs/fs/ggml.TensorType) or Ollama's own
+// fs/ggml.TensorType, which its server/quantization.go passes.
+func Quantize[T ~uint32](newType T, f32s []float32, shape []uint64) []byte {
+	return backend.Quantize(fsggml.TensorType(newType), f32s, shape)
 }
 
 // QuantizationVersion is the bundled ggml's GGML_QNT_VERSION.

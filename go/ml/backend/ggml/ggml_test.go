@@ -51,6 +51,12 @@ func TestOllamaStyleUse(t *testing.T) {
 			t.Errorf("%v: the backend's dequantization differs from ConvertToF32", c.typ)
 		}
 	}
+	// Ollama's server passes its own fs/ggml.TensorType, another named
+	// uint32 type.
+	type ollamaTensorType uint32
+	if q := ggml.Quantize(ollamaTensorType(fsggml.TensorTypeQ8_0), x, []uint64{256, 4}); !slices.Equal(q, backend.Quantize(fsggml.TensorTypeQ8_0, x, []uint64{256, 4})) {
+		t.Error("Quantize with another uint32 type id differs")
+	}
 	if ggml.QuantizationVersion() != backend.QuantizationVersion() {
 		t.Error("QuantizationVersion differs")
 	}
