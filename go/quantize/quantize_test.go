@@ -251,3 +251,40 @@ func TestFullDisk(t *testing.T) {
 		t.Errorf("left behind: %v", entries)
 	}
 }
+
+// TestOutputMode: a new output gets 0666 less the umask, as a file that
+// open(2) creates (not the temporary file's 0600); a replaced output keeps
+// its own mode.
+func TestOutputMode(t *testing.T) {
+	in := filepath.Join(t.TempDir(), "in.gguf")
+	b := gguf.NewBuilder()
+	b.Add("general.architecture", "llama")
+	b.Add("llama.block_count", uint32(1))
+	w := make([]byte, 4*256*4)
+	b.AddTensor("blk.0.attn_q.weight", gguf.TensorF32, []uint64{256, 4}, w)
+	if err := b.WriteFile(in); err != nil {
+		t.Fatal(err)
+	}
+	old := syscall.Umask(0o027)
+	defer syscall.Umask(old)
+	if got := umask(); got != 0o027 {
+		t.Fatalf("umask() = %o, want 027", got)
+	}
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out.gguf")
+	if err := Run(in, out, Options{FileType: MostlyQ8_0, Threads: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(out); err != nil || st.Mode().Perm() != 0o640 {
+		t.Fatalf("new output: mode %v (%v), want 0640", st.Mode().Perm(), err)
+	}
+	if err := os.Chmod(out, 0o604); err != nil {
+		t.Fatal(err)
+	}
+	if err := Run(in, out, Options{FileType: MostlyQ8_0, Threads: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(out); err != nil || st.Mode().Perm() != 0o604 {
+		t.Fatalf("replaced output: mode %v (%v), want its own 0604", st.Mode().Perm(), err)
+	}
+}

@@ -116,6 +116,9 @@ func Run(in, out string, opts Options) (err error) {
 	if err := tmp.Close(); err != nil {
 		return fmt.Errorf("writing %s: %w", out, err)
 	}
+	if err := os.Chmod(tmp.Name(), outputMode(out)); err != nil {
+		return fmt.Errorf("writing %s: %w", out, err)
+	}
 	if err := os.Rename(tmp.Name(), out); err != nil {
 		return err
 	}
