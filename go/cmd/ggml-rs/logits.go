@@ -29,7 +29,6 @@ func runLogits(args []string) error {
 	decode := fs.Int("decode", 0, "run the last N tokens one at a time after the prefill")
 	seqs := fs.Bool("seqs", false, "each TOKEN argument is a sequence; run them together in one batch")
 	df := addDecoderFlags(fs)
-	fs.IntVar(df.threads, "t", 0, "the same as -threads")
 	fs.IntVar(df.batch, "ubatch", 512, "the same as -batch: the most tokens computed in one graph")
 	pos, err := parse(fs, args)
 	if err != nil {

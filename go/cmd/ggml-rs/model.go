@@ -28,13 +28,16 @@ type modelFlags struct {
 }
 
 func addModelFlags(fs *flag.FlagSet) *modelFlags {
-	return &modelFlags{
+	f := &modelFlags{
 		threads: fs.Int("threads", 0, "CPU threads (0: all this process may use)"),
 		ngl:     fs.Int("ngl", -1, "layers to place on the first GPU, counted from the output end (-1: all; 0: CPU only)"),
 		flash:   fs.String("flash-attention", "auto", "flash attention: auto (on when every device that runs attention supports it), on or off"),
 		cpuMoE:  fs.Bool("cpu-moe", false, "keep the mixture-of-experts weights (ffn_*_exps) of all layers in CPU memory"),
 		nCPUMoE: fs.Int("n-cpu-moe", 0, "keep the mixture-of-experts weights (ffn_*_exps) of the first N layers in CPU memory"),
 	}
+	// llama.cpp's tools spell it -t.
+	fs.IntVar(f.threads, "t", 0, "the same as -threads")
+	return f
 }
 
 // cpuExpertLayers is the layers whose experts -cpu-moe or -n-cpu-moe keep

@@ -30,6 +30,7 @@ func runQuantize(args []string) error {
 	fs.Var(&tensorTypes, "tensor-type", "PATTERN=TYPE: tensors whose name matches the regular expression get TYPE (repeatable; the first match wins)")
 	tensorTypeFile := fs.String("tensor-type-file", "", "file of PATTERN=TYPE overrides, separated by white space")
 	threads := fs.Int("threads", runtime.NumCPU(), "threads quantizing a tensor's rows (the output does not depend on it)")
+	fs.IntVar(threads, "t", runtime.NumCPU(), "the same as -threads")
 	quiet := fs.Bool("q", false, "no progress lines on stderr")
 	pos, err := parse(fs, args)
 	if err != nil {

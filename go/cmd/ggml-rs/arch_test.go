@@ -1,0 +1,58 @@
+package main
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"ggmlrs/gguf"
+	"ggmlrs/model/llama"
+)
+
+// TestUnsupportedArchitectureFirst: generate, logits and bench on a model
+// of an architecture the runner does not implement say so before reading
+// a weight (they once loaded all of them first), in one line.
+func TestUnsupportedArchitectureFirst(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "gemma3.gguf")
+	b := gguf.NewBuilder()
+	b.Add("general.architecture", "gemma3")
+	b.Add("gemma3.block_count", uint32(1))
+	b.Add("gemma3.embedding_length", uint32(64))
+	b.AddTensor("token_embd.weight", gguf.TensorF32, []uint64{64, 512}, make([]byte, 4*64*512))
+	if err := b.WriteFile(path); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"generate", "-n", "1", path, "hello"},
+		{"logits", path, "1,2"},
+		{"bench", "-p", "8", "-n", "2", path},
+	} {
+		r := runChild(t, args...)
+		if r.status == 0 || !strings.Contains(r.stderr, `architecture "gemma3" is not supported`) {
+			t.Errorf("%v: status %d, stderr %q", args, r.status, r.stderr)
+		}
+		t.Logf("%v: status %d, %q", args[0], r.status, r.stderr)
+		if strings.Contains(r.stderr, "loading") {
+			t.Errorf("%v: loaded weights before refusing: %q", args, r.stderr)
+		}
+	}
+}
+
+// TestThreadsFlagSpellings: -t is -threads everywhere, as in llama.cpp's
+// tools.
+func TestThreadsFlagSpellings(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tiny.gguf")
+	if _, err := llama.WriteTiny(path, llama.Qwen3, llama.TinyConfig{Layers: 1, Hidden: 64, Heads: 2, KVHeads: 1, FeedForward: 32}, 3); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"generate", "-t", "1", "-n", "2", "-temp", "0", path, "-p", "hello"},
+		{"bench", "-t", "1", "-p", "8", "-n", "2", "-r", "1", path},
+		{"logits", "-t", "1", path, "1,2"},
+		{"inspect", "-t", "1", path},
+	} {
+		if r := runChild(t, args...); r.status != 0 {
+			t.Errorf("%v: status %d, stderr %q", args, r.status, r.stderr)
+		}
+	}
+}
