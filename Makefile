@@ -17,7 +17,7 @@ export CARGO_TERM_COLOR ?= never
 GO_ENV = CGO_CFLAGS="-g -O2 -DGGML_RS_LIB_ID=$$(sha1sum $(CURDIR)/$(LIB) | cut -c1-16)"
 
 .PHONY: all build run demo runner fetch-minilm test test-rust test-c test-go test-clients check-header check-symbols twin-ggml header bindings deps clean bench bench-ops bench-load \
-	parity parity-golden quant-parity llama-ref models vocabs chat-golden ollama llama-server llama-quantize bench-serve bench-barrier \
+	parity parity-golden quant-parity llama-ref models vocabs chat-golden jinja-golden ollama llama-server llama-quantize bench-serve bench-barrier \
 	vulkan-deps vulkan-build test-vulkan test-vulkan-parity llama-ref-vulkan parity-golden-vulkan
 
 all: build
@@ -244,7 +244,7 @@ SPEC_ARGS ?= -n 256 -p 32 --draft 3 --rounds 3
 $(LLAMA_STAMP): scripts/fetch-llama.sh scripts/fetch-ggml/Cargo.lock $(wildcard scripts/patches/*.sh) $(wildcard scripts/llama-patches/*.sh)
 	scripts/fetch-llama.sh
 
-$(LLAMA_REF): $(LLAMA_STAMP) tools/llama-ref/CMakeLists.txt tools/llama-ref/main.cpp tools/llama-ref/chat.cpp | deps
+$(LLAMA_REF): $(LLAMA_STAMP) tools/llama-ref/CMakeLists.txt tools/llama-ref/main.cpp tools/llama-ref/chat.cpp tools/llama-ref/jinja.cpp | deps
 	cmake -S tools/llama-ref -B .cache/llama-build -G Ninja -DCMAKE_BUILD_TYPE=Release -DLLAMA_SRC=$(CURDIR)/.cache/llama.cpp >/dev/null
 	ninja -C .cache/llama-build llama-ref
 
@@ -300,7 +300,7 @@ vocabs: $(GPT2_VOCABS)
 
 # Rewrites tests/golden/ref_*.json and tokens_*.json from the reference
 # (commit them), and the chat-template renderings.
-parity-golden: $(LLAMA_REF) models vocabs chat-golden
+parity-golden: $(LLAMA_REF) models vocabs chat-golden jinja-golden
 	python3 scripts/parity.py golden
 	python3 scripts/parity.py tokens-golden
 
@@ -311,6 +311,13 @@ parity-golden: $(LLAMA_REF) models vocabs chat-golden
 chat-golden: $(LLAMA_REF)
 	command -v faketime >/dev/null || (apt-get update -qq && apt-get install -y -qq faketime)
 	python3 scripts/chat-golden.py $(LLAMA_REF)
+
+# go/chat/jinja/testdata/golden.json: llama.cpp's Jinja engine on the
+# construct cases of go/chat/jinja/testdata/constructs.json (llama-ref
+# jinja; commit it). go/chat/jinja/constructs_test.go compares ours.
+jinja-golden: $(LLAMA_REF)
+	$(LLAMA_REF) jinja go/chat/jinja/testdata/constructs.json > go/chat/jinja/testdata/golden.json.tmp
+	mv go/chat/jinja/testdata/golden.json.tmp go/chat/jinja/testdata/golden.json
 
 # Rewrites tests/golden/vulkan/ref_*.json from the reference on the Vulkan
 # device (commit them).

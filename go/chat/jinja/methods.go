@@ -236,6 +236,42 @@ func replaceFn(e *evaluator, a *funcArgs) (Value, error) {
 	return e.str(strings.ReplaceAll(s, old, nw))
 }
 
+// formatFn is str.format with '{}' placeholders only, as llama.cpp's:
+// each takes the next positional argument's string; any other '{' is an
+// error.
+func formatFn(e *evaluator, a *funcArgs) (Value, error) {
+	f, ok := a.args[0].(String)
+	if !ok {
+		return nil, errorf("format() first argument must be a string")
+	}
+	var b strings.Builder
+	next := 1
+	for i := 0; i < len(f); i++ {
+		if f[i] != '{' {
+			b.WriteByte(f[i])
+			continue
+		}
+		if i+1 >= len(f) || f[i+1] != '}' {
+			return nil, errorf("NotImplemented: format() only supports simple '{}' placeholders")
+		}
+		i++
+		v, err := a.pos(next)
+		if err != nil {
+			return nil, err
+		}
+		next++
+		s, err := toString(v)
+		if err != nil {
+			return nil, err
+		}
+		b.WriteString(s)
+		if err := e.checkLen(int64(b.Len())); err != nil {
+			return nil, err
+		}
+	}
+	return e.str(b.String())
+}
+
 func sliceFn(e *evaluator, a *funcArgs) (Value, error) {
 	if err := a.count(2, 4); err != nil {
 		return nil, err

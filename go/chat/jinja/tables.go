@@ -114,6 +114,7 @@ func init() {
 		"float": stringToFloat,
 		"split": splitFn(false), "rsplit": splitFn(true),
 		"replace": replaceFn,
+		"format":  formatFn,
 		"string":  func(e *evaluator, a *funcArgs) (Value, error) { return a.args[0], nil },
 		"safe":    func(e *evaluator, a *funcArgs) (Value, error) { return a.args[0], nil },
 		"slice":   sliceFn,
