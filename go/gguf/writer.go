@@ -87,38 +87,27 @@ func (b *Builder) AddTensor(name string, typ TensorType, shape []uint64, data []
 	return nil
 }
 
-// WriteTo writes the whole file.
+// WriteTo writes the whole file: WriteHeader's header, then each tensor's
+// data padded to the alignment.
 func (b *Builder) WriteTo(w io.Writer) (int64, error) {
-	cw := &countingWriter{w: bufio.NewWriterSize(w, 1<<20)}
-	e := encoder{w: cw}
-	e.u32(Magic)
-	e.u32(Version)
-	e.u64(uint64(len(b.tensors)))
-	e.u64(uint64(len(b.kvs)))
-	for _, kv := range b.kvs {
-		e.str(kv.Key)
-		e.value(kv.Value)
-	}
-	var offset uint64
+	infos := make([]TensorInfo, len(b.tensors))
 	for i := range b.tensors {
-		t := &b.tensors[i].info
-		t.Offset = offset
-		e.str(t.Name)
-		e.u32(uint32(len(t.Shape)))
-		for _, d := range t.Shape {
-			e.u64(d)
-		}
-		e.u32(uint32(t.Type))
-		e.u64(t.Offset)
-		offset = align(offset+t.Size(), b.alignment)
+		infos[i] = b.tensors[i].info
 	}
-	e.pad(b.alignment)
-	for _, t := range b.tensors {
-		e.bytes(t.data)
+	bw := bufio.NewWriterSize(w, 1<<20)
+	n, err := WriteHeader(bw, b.kvs, infos, b.alignment)
+	if err != nil {
+		return n, err
+	}
+	cw := &countingWriter{w: bw, n: n}
+	e := encoder{w: cw}
+	for i := range b.tensors {
+		b.tensors[i].info.Offset = infos[i].Offset
+		e.bytes(b.tensors[i].data)
 		e.pad(b.alignment)
 	}
 	if e.err == nil {
-		e.err = cw.w.(*bufio.Writer).Flush()
+		e.err = bw.Flush()
 	}
 	return cw.n, e.err
 }

@@ -2,7 +2,7 @@
 
 use std::ffi::c_char;
 
-use super::{guard, guard_status, ggml_rs_error, ggml_rs_status};
+use super::{copy_str, guard, guard_status, ggml_rs_error, ggml_rs_status};
 use crate::ml::{device, threads, Error};
 
 /// What ggml says about one device. Strings are NUL-terminated, truncated.
@@ -23,17 +23,6 @@ pub struct ggml_rs_device_info {
     pub device_type: i32,
     pub memory_free: u64,
     pub memory_total: u64,
-}
-
-fn copy_str(dst: &mut [c_char], s: &str) {
-    let mut n = s.len().min(dst.len() - 1);
-    while !s.is_char_boundary(n) {
-        n -= 1;
-    }
-    for (d, &b) in dst.iter_mut().zip(&s.as_bytes()[..n]) {
-        *d = b as c_char;
-    }
-    dst[n] = 0;
 }
 
 /// Number of devices ggml knows in this process (CPU included).

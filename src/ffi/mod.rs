@@ -219,3 +219,16 @@ pub(crate) fn slice_arg<'a, T>(op: &str, what: &str, p: *const T, n: usize) -> R
     }
     Ok(unsafe { std::slice::from_raw_parts(p, n) })
 }
+
+/// Copies `s` into the fixed C string `dst` (non-empty), truncated at a
+/// character boundary to leave room for the terminating NUL.
+pub(crate) fn copy_str(dst: &mut [std::ffi::c_char], s: &str) {
+    let mut n = s.len().min(dst.len() - 1);
+    while !s.is_char_boundary(n) {
+        n -= 1;
+    }
+    for (d, &b) in dst.iter_mut().zip(&s.as_bytes()[..n]) {
+        *d = b as std::ffi::c_char;
+    }
+    dst[n] = 0;
+}

@@ -4,7 +4,7 @@
 use std::ffi::{c_char, c_void, CStr};
 
 use super::backend::{convert_params, ggml_rs_backend, ggml_rs_backend_params};
-use super::{guard, guard_status, ggml_rs_error, ggml_rs_status, ggml_rs_tensor, out_tensor, slice_arg};
+use super::{copy_str, guard, guard_status, ggml_rs_error, ggml_rs_status, ggml_rs_tensor, out_tensor, slice_arg};
 use crate::ml::gguf::{Array, Value};
 use crate::ml::model::{Layout, Memory};
 use crate::ml::{Backend, Error, ErrorKind, Result};
@@ -173,17 +173,6 @@ pub struct ggml_rs_weight_info {
     pub type_: i32,
     pub ne: [i64; 4],
     pub nbytes: u64,
-}
-
-fn copy_str(dst: &mut [c_char], s: &str) {
-    let mut n = s.len().min(dst.len() - 1);
-    while !s.is_char_boundary(n) {
-        n -= 1;
-    }
-    for (d, &b) in dst.iter_mut().zip(&s.as_bytes()[..n]) {
-        *d = b as c_char;
-    }
-    dst[n] = 0;
 }
 
 /// Number of weight tensors the backend created (0 without a model).

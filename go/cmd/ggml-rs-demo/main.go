@@ -1,5 +1,5 @@
-// Command ggml-rs-demo is `make run`'s main job until a model runner
-// exists. Through the Ollama-style ml API only, it
+// Command ggml-rs-demo is `make demo` (it was `make run`'s main job before
+// the runner existed). Through the Ollama-style ml API only, it
 //
 //  1. lists the devices ggml-rs sees;
 //  2. builds one transformer block (RMSNorm, grouped-query attention with

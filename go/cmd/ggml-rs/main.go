@@ -5,9 +5,11 @@
 //	ggml-rs quantize [flags] IN OUT       quantize a GGUF model as llama.cpp's llama-quantize
 //	ggml-rs embed [flags] MODEL TEXT...   sentence embeddings (JSON or a similarity table)
 //	ggml-rs inspect [flags] MODEL         metadata, tensors, placement and memory
-//	ggml-rs generate [flags] MODEL -p P   text generation (llama, qwen3)
+//	ggml-rs generate [flags] MODEL -p P   text generation with any decoder model.New supports
 //	ggml-rs bench [flags] MODEL           prefill and decode tokens/s
+//	ggml-rs bench-spec [flags] MODEL      speculative decoding against plain decoding
 //	ggml-rs logits [flags] MODEL TOKEN... logits of token ids as JSON (parity with llama.cpp)
+//	ggml-rs mtp [flags] MODEL TOKEN...    a Qwen3.5 model's MTP head logits and draft as JSON
 //	ggml-rs tokenize [flags] MODEL TEXT   token ids of a text (or of each string of a JSON file)
 //	ggml-rs serve [flags] MODEL...        Ollama- and OpenAI-compatible HTTP server
 //

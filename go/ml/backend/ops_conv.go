@@ -19,9 +19,9 @@ import (
 	"ggmlrs/ml"
 )
 
-// convInt32 converts an int argument for a C int32_t, panicking like the
-// library does for a bad argument when it does not fit.
-func convInt32(op, what string, v int) C.int32_t {
+// int32Arg converts an int argument for a C int32_t, panicking like the
+// library does for a bad argument when it does not fit (all ops use it).
+func int32Arg(op, what string, v int) C.int32_t {
 	if v < math.MinInt32 || v > math.MaxInt32 {
 		panic(&Error{Status: StatusInvalidArgument, Message: fmt.Sprintf("%s: %s %d does not fit in 32 bits", op, what, v)})
 	}
@@ -37,8 +37,8 @@ func (t *Tensor) Conv2D(ctx ml.Context, t2 ml.Tensor, s0, s1, p0, p1, d0, d1 int
 	const op = "Conv2D"
 	c := use(ctx, op)
 	return c.result(C.ggml_rs_conv_2d(c.c, t.ptr(op), handle(t2, op),
-		convInt32(op, "s0", s0), convInt32(op, "s1", s1), convInt32(op, "p0", p0),
-		convInt32(op, "p1", p1), convInt32(op, "d0", d0), convInt32(op, "d1", d1), &c.f.s.err))
+		int32Arg(op, "s0", s0), int32Arg(op, "s1", s1), int32Arg(op, "p0", p0),
+		int32Arg(op, "p1", p1), int32Arg(op, "d0", d0), int32Arg(op, "d1", d1), &c.f.s.err))
 }
 
 // Conv3D convolves the input t2 [W, H, D, N*ic] with the kernel t
@@ -50,9 +50,9 @@ func (t *Tensor) Conv3D(ctx ml.Context, t2 ml.Tensor, ic, s0, s1, s2, p0, p1, p2
 	const op = "Conv3D"
 	c := use(ctx, op)
 	out := c.result(C.ggml_rs_conv_3d(c.c, t.ptr(op), handle(t2, op), C.int64_t(ic),
-		convInt32(op, "s0", s0), convInt32(op, "s1", s1), convInt32(op, "s2", s2),
-		convInt32(op, "p0", p0), convInt32(op, "p1", p1), convInt32(op, "p2", p2),
-		convInt32(op, "d0", d0), convInt32(op, "d1", d1), convInt32(op, "d2", d2), &c.f.s.err))
+		int32Arg(op, "s0", s0), int32Arg(op, "s1", s1), int32Arg(op, "s2", s2),
+		int32Arg(op, "p0", p0), int32Arg(op, "p1", p1), int32Arg(op, "p2", p2),
+		int32Arg(op, "d0", d0), int32Arg(op, "d1", d1), int32Arg(op, "d2", d2), &c.f.s.err))
 	// The library checked ic >= 1 and that it divides both dims 3.
 	oc, n := t.Dim(3)/ic, t2.Dim(3)/ic
 	if out.nelements() != oc*n {
@@ -71,7 +71,7 @@ func (t *Tensor) Conv1DDW(ctx ml.Context, weight ml.Tensor, s, p, d int) ml.Tens
 	const op = "Conv1DDW"
 	c := use(ctx, op)
 	return c.result(C.ggml_rs_conv_1d_dw(c.c, handle(weight, op), t.ptr(op),
-		convInt32(op, "s", s), convInt32(op, "p", p), convInt32(op, "d", d), &c.f.s.err))
+		int32Arg(op, "s", s), int32Arg(op, "p", p), int32Arg(op, "d", d), &c.f.s.err))
 }
 
 // IM2Col unrolls every window of the kernel t's size [KW, KH, IC, …] (only
@@ -81,8 +81,8 @@ func (t *Tensor) IM2Col(ctx ml.Context, t2 ml.Tensor, s0, s1, p0, p1, d0, d1 int
 	const op = "IM2Col"
 	c := use(ctx, op)
 	return c.result(C.ggml_rs_im2col(c.c, t.ptr(op), handle(t2, op),
-		convInt32(op, "s0", s0), convInt32(op, "s1", s1), convInt32(op, "p0", p0),
-		convInt32(op, "p1", p1), convInt32(op, "d0", d0), convInt32(op, "d1", d1), &c.f.s.err))
+		int32Arg(op, "s0", s0), int32Arg(op, "s1", s1), int32Arg(op, "p0", p0),
+		int32Arg(op, "p1", p1), int32Arg(op, "d0", d0), int32Arg(op, "d1", d1), &c.f.s.err))
 }
 
 // AvgPool2D averages k×k windows of t [W, H, C, N] (F32 or F16) at stride
@@ -91,7 +91,7 @@ func (t *Tensor) IM2Col(ctx ml.Context, t2 ml.Tensor, s0, s1, p0, p1, d0, d1 int
 func (t *Tensor) AvgPool2D(ctx ml.Context, k, s int, p float32) ml.Tensor {
 	const op = "AvgPool2D"
 	c := use(ctx, op)
-	return c.result(C.ggml_rs_avg_pool_2d(c.c, t.ptr(op), convInt32(op, "k", k), convInt32(op, "s", s), C.float(p), &c.f.s.err))
+	return c.result(C.ggml_rs_avg_pool_2d(c.c, t.ptr(op), int32Arg(op, "k", k), int32Arg(op, "s", s), C.float(p), &c.f.s.err))
 }
 
 // Interpolate resamples the F32 tensor t to dims: nearest, or bilinear

@@ -12,19 +12,9 @@ import "C"
 
 import (
 	"fmt"
-	"math"
 
 	"ggmlrs/ml"
 )
-
-// linalgInt32 converts an int argument for a C int32_t, panicking like the
-// library does for a bad argument when it does not fit.
-func linalgInt32(op, what string, v int) C.int32_t {
-	if v < math.MinInt32 || v > math.MaxInt32 {
-		panic(&Error{Status: StatusInvalidArgument, Message: fmt.Sprintf("%s: %s %d does not fit in 32 bits", op, what, v)})
-	}
-	return C.int32_t(v)
-}
 
 // SILUAlphaLimit is gpt-oss's clamped SwiGLU: with x = min(t, limit) and
 // y = clamp(up, -limit, limit), x*sigmoid(alpha*x)*(y+1). t and up: F32 of
@@ -72,7 +62,7 @@ func (t *Tensor) Diag(ctx ml.Context) ml.Tensor {
 func (t *Tensor) Tri(ctx ml.Context, triType int) ml.Tensor {
 	const op = "Tri"
 	c := use(ctx, op)
-	return c.result(C.ggml_rs_tri(c.c, t.ptr(op), linalgInt32("tri", "type", triType), &c.f.s.err))
+	return c.result(C.ggml_rs_tri(c.c, t.ptr(op), int32Arg("tri", "type", triType), &c.f.s.err))
 }
 
 // SolveTri solves A·X = b for X, A = t [n, n, …] lower triangular (row r
@@ -93,7 +83,7 @@ func (t *Tensor) SolveTri(ctx ml.Context, b ml.Tensor, lower, left, unitDiag boo
 func (t *Tensor) PadExt(ctx ml.Context, lp0, rp0, lp1, rp1, lp2, rp2, lp3, rp3 int) ml.Tensor {
 	const op = "PadExt"
 	c := use(ctx, op)
-	p := func(v int) C.int32_t { return linalgInt32("pad_ext", "padding", v) }
+	p := func(v int) C.int32_t { return int32Arg("pad_ext", "padding", v) }
 	return c.result(C.ggml_rs_pad_ext(c.c, t.ptr(op), p(lp0), p(rp0), p(lp1), p(rp1), p(lp2), p(rp2), p(lp3), p(rp3), &c.f.s.err))
 }
 

@@ -11,9 +11,9 @@
 //! listed here are refused ("not served"): among them the custom ops, whose
 //! parameters are function pointers.
 //!
-//! What this does not cover, the process per connection does (see
-//! `listen.rs`): a kernel precondition missed here costs the client that
-//! sent it its connection, nobody else's.
+//! What this does not cover, the process per connection does (`mod.rs`
+//! forks one for each): a kernel precondition missed here costs the client
+//! that sent it its connection, nobody else's.
 
 use crate::sys;
 use crate::sys::ggml_tensor as T;
