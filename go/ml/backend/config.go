@@ -1,3 +1,5 @@
+//go:build cgo
+
 package backend
 
 // The model's key/value metadata as fs.Config, decoded once from
