@@ -43,7 +43,7 @@ impl CpuLoad {
     /// A gauge over the CPUs this process may run on, starting at `max`
     /// threads.
     pub fn new(max: usize) -> CpuLoad {
-        let mut g = CpuLoad { cpus: affinity_list(), last: None, threads: max };
+        let mut g = CpuLoad { cpus: super::threads::affinity_list(), last: None, threads: max };
         g.last = g.sample();
         g
     }
@@ -115,22 +115,6 @@ fn process_cpu_seconds() -> Option<f64> {
     // SAFETY: a valid clock id and a timespec to write.
     let rc = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
     (rc == 0).then(|| ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9)
-}
-
-/// The CPU ids in this process's affinity mask (all online CPUs where it
-/// cannot be read).
-fn affinity_list() -> Vec<usize> {
-    #[cfg(target_os = "linux")]
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) == 0 {
-            let ids: Vec<usize> = (0..libc::CPU_SETSIZE as usize).filter(|&i| libc::CPU_ISSET(i, &set)).collect();
-            if !ids.is_empty() {
-                return ids;
-            }
-        }
-    }
-    (0..super::threads::affinity_cpus()).collect()
 }
 
 #[cfg(test)]

@@ -8,17 +8,23 @@ use crate::sys;
 
 /// CPUs in this process's affinity mask (falls back to the online count).
 pub fn affinity_cpus() -> usize {
+    affinity_list().len()
+}
+
+/// The CPU ids in this process's affinity mask (0..the online count where
+/// it cannot be read).
+pub fn affinity_list() -> Vec<usize> {
     #[cfg(target_os = "linux")]
     unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
         if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) == 0 {
-            let n = libc::CPU_COUNT(&set) as usize;
-            if n > 0 {
-                return n;
+            let ids: Vec<usize> = (0..libc::CPU_SETSIZE as usize).filter(|&i| libc::CPU_ISSET(i, &set)).collect();
+            if !ids.is_empty() {
+                return ids;
             }
         }
     }
-    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+    (0..std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)).collect()
 }
 
 /// A cgroup CPU quota in whole CPUs (rounded up), if one is set.
