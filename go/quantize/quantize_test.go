@@ -216,22 +216,31 @@ func (f *failingFile) Write(b []byte) (int, error) {
 	return f.File.Write(b)
 }
 
-// TestFullDisk: a write that fails part way (no space left) is the error,
-// and neither the output nor the temporary file is left behind.
-func TestFullDisk(t *testing.T) {
+// writeInput writes a one-block llama GGUF holding the named F32 tensors,
+// 256 x rows each, and returns its path.
+func writeInput(t *testing.T, rows uint64, names ...string) string {
+	t.Helper()
 	in := filepath.Join(t.TempDir(), "in.gguf")
 	b := gguf.NewBuilder()
 	b.Add("general.architecture", "llama")
 	b.Add("llama.block_count", uint32(1))
-	w := make([]byte, 4*256*256)
+	w := make([]byte, 4*256*rows)
 	for i := 0; i < len(w); i += 4 {
 		binary.LittleEndian.PutUint32(w[i:], math.Float32bits(float32(i%97)/97))
 	}
-	b.AddTensor("blk.0.attn_q.weight", gguf.TensorF32, []uint64{256, 256}, w)
-	b.AddTensor("blk.0.ffn_up.weight", gguf.TensorF32, []uint64{256, 256}, w)
+	for _, n := range names {
+		b.AddTensor(n, gguf.TensorF32, []uint64{256, rows}, w)
+	}
 	if err := b.WriteFile(in); err != nil {
 		t.Fatal(err)
 	}
+	return in
+}
+
+// TestFullDisk: a write that fails part way (no space left) is the error,
+// and neither the output nor the temporary file is left behind.
+func TestFullDisk(t *testing.T) {
+	in := writeInput(t, 256, "blk.0.attn_q.weight", "blk.0.ffn_up.weight")
 	dir := t.TempDir()
 	old := createOutput
 	defer func() { createOutput = old }()
@@ -256,15 +265,7 @@ func TestFullDisk(t *testing.T) {
 // open(2) creates (not the temporary file's 0600); a replaced output keeps
 // its own mode.
 func TestOutputMode(t *testing.T) {
-	in := filepath.Join(t.TempDir(), "in.gguf")
-	b := gguf.NewBuilder()
-	b.Add("general.architecture", "llama")
-	b.Add("llama.block_count", uint32(1))
-	w := make([]byte, 4*256*4)
-	b.AddTensor("blk.0.attn_q.weight", gguf.TensorF32, []uint64{256, 4}, w)
-	if err := b.WriteFile(in); err != nil {
-		t.Fatal(err)
-	}
+	in := writeInput(t, 4, "blk.0.attn_q.weight")
 	old := syscall.Umask(0o027)
 	defer syscall.Umask(old)
 	if got := umask(); got != 0o027 {
