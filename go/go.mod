@@ -1,3 +1,3 @@
-module ggmlrs
+module github.com/ggml-rs/ggml-rs/go
 
 go 1.23

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"time"
 
-	"ggmlrs/chat/jinja"
+	"github.com/ggml-rs/ggml-rs/go/chat/jinja"
 )
 
 var timeNow = time.Now

@@ -2,7 +2,7 @@
 // model's own chat template (a GGUF's tokenizer.chat_template, Jinja),
 // giving byte for byte the prompt llama.cpp's llama-server renders for the
 // same request (common/chat.cpp's common_chat_templates_apply on its own
-// Jinja engine, tool-free): the template is run by ggmlrs/chat/jinja, a
+// Jinja engine, tool-free): the template is run by github.com/ggml-rs/ggml-rs/go/chat/jinja, a
 // renderer with llama.cpp's semantics, and the inputs are built as
 // llama.cpp builds them (message normalisation, the context variables,
 // the per-template adjustments). See docs/notes/chat-templates.md.
@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"ggmlrs/chat/jinja"
+	"github.com/ggml-rs/ggml-rs/go/chat/jinja"
 )
 
 // Message is one turn of a conversation.

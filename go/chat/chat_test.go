@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"ggmlrs/chat/jinja"
+	"github.com/ggml-rs/ggml-rs/go/chat/jinja"
 )
 
 var fixedNow = time.Date(2025, 3, 14, 15, 9, 26, 0, time.UTC)

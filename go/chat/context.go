@@ -4,7 +4,7 @@ import (
 	"sort"
 	"strings"
 
-	"ggmlrs/chat/jinja"
+	"github.com/ggml-rs/ggml-rs/go/chat/jinja"
 )
 
 // context builds the template's variables as llama.cpp does

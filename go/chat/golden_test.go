@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"ggmlrs/chat/jinja"
+	"github.com/ggml-rs/ggml-rs/go/chat/jinja"
 )
 
 // The differential test: every template of testdata/templates.json over

@@ -3,7 +3,7 @@ package gguf
 import (
 	"testing"
 
-	"ggmlrs/internal/testfile"
+	"github.com/ggml-rs/ggml-rs/go/internal/testfile"
 )
 
 // TestOpenRefusesPipesAndDevices: a named pipe as the model path is refused

@@ -9,7 +9,7 @@ import (
 	"math"
 	"unicode/utf8"
 
-	"ggmlrs/internal/regfile"
+	"github.com/ggml-rs/ggml-rs/go/internal/regfile"
 )
 
 // File is a parsed GGUF header: metadata, tensor table and where the data

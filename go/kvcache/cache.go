@@ -1,5 +1,5 @@
 // Package kvcache holds what a decoder remembers of its sequences between
-// forward passes, over the ggmlrs/ml API: the keys and values of attention
+// forward passes, over the github.com/ggml-rs/ggml-rs/go/ml API: the keys and values of attention
 // layers (every token, or the last Window tokens for sliding-window
 // layers) and the states of recurrent layers (a short convolution's last
 // inputs and a gated delta-net's state matrix), for several sequences at
@@ -37,7 +37,7 @@ import (
 	"fmt"
 	"slices"
 
-	"ggmlrs/ml"
+	"github.com/ggml-rs/ggml-rs/go/ml"
 )
 
 // Kind is what a layer keeps.

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"ggmlrs/ml"
-	_ "ggmlrs/ml/backend"
+	"github.com/ggml-rs/ggml-rs/go/ml"
+	_ "github.com/ggml-rs/ggml-rs/go/ml/backend"
 )
 
 func seqs(lens ...int) []Sequence {

@@ -3,7 +3,7 @@ package kvcache
 import (
 	"math"
 
-	"ggmlrs/ml"
+	"github.com/ggml-rs/ggml-rs/go/ml"
 )
 
 // cell is one cached token: its sequence (-1: free) and position.

@@ -3,7 +3,7 @@ package kvcache
 import (
 	"fmt"
 
-	"ggmlrs/ml"
+	"github.com/ggml-rs/ggml-rs/go/ml"
 )
 
 func errorf(format string, a ...any) error { return fmt.Errorf("kvcache: "+format, a...) }

@@ -5,7 +5,7 @@ import (
 	"math"
 	"math/bits"
 
-	"ggmlrs/ml"
+	"github.com/ggml-rs/ggml-rs/go/ml"
 )
 
 // MaxCapacity is the most tokens a cache holds (its cells keep int32

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"ggmlrs/ml"
+	"github.com/ggml-rs/ggml-rs/go/ml"
 )
 
 // TestSizeMatchesNew checks Size against the tensors and cells New makes

@@ -14,7 +14,7 @@ import (
 	"strconv"
 	"strings"
 
-	"ggmlrs/fs"
+	"github.com/ggml-rs/ggml-rs/go/fs"
 )
 
 // Backend is a set of devices, a scheduler and (once models can be loaded)

@@ -15,7 +15,7 @@ package model_test
 import (
 	"context"
 	"fmt"
-	"ggmlrs/internal/testmodel"
+	"github.com/ggml-rs/ggml-rs/go/internal/testmodel"
 	"io"
 	"os"
 	"path/filepath"
@@ -23,11 +23,11 @@ import (
 	"strings"
 	"testing"
 
-	"ggmlrs/gguf"
-	"ggmlrs/ml"
-	_ "ggmlrs/ml/backend"
-	"ggmlrs/model"
-	"ggmlrs/model/decoder"
+	"github.com/ggml-rs/ggml-rs/go/gguf"
+	"github.com/ggml-rs/ggml-rs/go/ml"
+	_ "github.com/ggml-rs/ggml-rs/go/ml/backend"
+	"github.com/ggml-rs/ggml-rs/go/model"
+	"github.com/ggml-rs/ggml-rs/go/model/decoder"
 )
 
 // modelPath is where the generated small model name lives (see

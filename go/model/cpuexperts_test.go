@@ -14,11 +14,11 @@ import (
 	"strings"
 	"testing"
 
-	"ggmlrs/kvcache"
-	"ggmlrs/ml"
-	"ggmlrs/ml/backend"
-	"ggmlrs/model"
-	"ggmlrs/model/decoder"
+	"github.com/ggml-rs/ggml-rs/go/kvcache"
+	"github.com/ggml-rs/ggml-rs/go/ml"
+	"github.com/ggml-rs/ggml-rs/go/ml/backend"
+	"github.com/ggml-rs/ggml-rs/go/model"
+	"github.com/ggml-rs/ggml-rs/go/model/decoder"
 )
 
 // cpuExpertModels are the generated MoE models the test runs: a hybrid

@@ -7,11 +7,11 @@ import (
 	"slices"
 	"strings"
 
-	"ggmlrs/ml"
-	"ggmlrs/model/decoder"
-	"ggmlrs/model/gptoss"
-	"ggmlrs/model/llama"
-	"ggmlrs/model/qwen3next"
+	"github.com/ggml-rs/ggml-rs/go/ml"
+	"github.com/ggml-rs/ggml-rs/go/model/decoder"
+	"github.com/ggml-rs/ggml-rs/go/model/gptoss"
+	"github.com/ggml-rs/ggml-rs/go/model/llama"
+	"github.com/ggml-rs/ggml-rs/go/model/qwen3next"
 )
 
 // constructors by general.architecture.

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"ggmlrs/internal/rpcserver"
+	"github.com/ggml-rs/ggml-rs/go/internal/rpcserver"
 )
 
 // runWithRPCServer starts a ggml-rs RPC server with serverArgs and runs the

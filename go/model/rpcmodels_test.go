@@ -12,8 +12,8 @@ import (
 	"strings"
 	"testing"
 
-	"ggmlrs/ml"
-	"ggmlrs/ml/backend"
+	"github.com/ggml-rs/ggml-rs/go/ml"
+	"github.com/ggml-rs/ggml-rs/go/ml/backend"
 )
 
 // rpcModels: one generated model per architecture, with the weight types

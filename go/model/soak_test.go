@@ -27,11 +27,11 @@ import (
 	"strings"
 	"testing"
 
-	"ggmlrs/internal/memstat"
-	"ggmlrs/ml"
-	_ "ggmlrs/ml/backend"
-	"ggmlrs/model"
-	"ggmlrs/model/decoder"
+	"github.com/ggml-rs/ggml-rs/go/internal/memstat"
+	"github.com/ggml-rs/ggml-rs/go/ml"
+	_ "github.com/ggml-rs/ggml-rs/go/ml/backend"
+	"github.com/ggml-rs/ggml-rs/go/model"
+	"github.com/ggml-rs/ggml-rs/go/model/decoder"
 )
 
 const soakChildEnv = "GGMLRS_TEST_SOAK_CHILD"

@@ -18,8 +18,8 @@ import (
 	"slices"
 	"testing"
 
-	"ggmlrs/ml"
-	"ggmlrs/ml/backend"
+	"github.com/ggml-rs/ggml-rs/go/ml"
+	"github.com/ggml-rs/ggml-rs/go/ml/backend"
 )
 
 func vulkanDevice(t *testing.T) backend.Device {

@@ -1,7 +1,7 @@
 package quantize
 
 import (
-	"ggmlrs/ml/backend"
+	"github.com/ggml-rs/ggml-rs/go/ml/backend"
 )
 
 // slabElements bounds the f32 values of one slab of rows (64 MiB).

@@ -12,7 +12,7 @@ import (
 	"strconv"
 	"strings"
 
-	"ggmlrs/gguf"
+	"github.com/ggml-rs/ggml-rs/go/gguf"
 )
 
 // FileType is a llama.cpp file type (enum llama_ftype), the value written

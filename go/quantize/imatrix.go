@@ -10,8 +10,8 @@ import (
 	"os"
 	"strings"
 
-	"ggmlrs/gguf"
-	"ggmlrs/internal/regfile"
+	"github.com/ggml-rs/ggml-rs/go/gguf"
+	"github.com/ggml-rs/ggml-rs/go/internal/regfile"
 )
 
 // Imatrix is an importance matrix as llama-quantize uses it: for each

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"ggmlrs/gguf"
+	"github.com/ggml-rs/ggml-rs/go/gguf"
 )
 
 func f32bytes(v ...float32) []byte {

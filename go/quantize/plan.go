@@ -8,8 +8,8 @@ import (
 	"sort"
 	"strings"
 
-	"ggmlrs/gguf"
-	"ggmlrs/ml/backend"
+	"github.com/ggml-rs/ggml-rs/go/gguf"
+	"github.com/ggml-rs/ggml-rs/go/ml/backend"
 )
 
 // Options of a quantization run.

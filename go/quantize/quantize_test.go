@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"testing"
 
-	"ggmlrs/gguf"
+	"github.com/ggml-rs/ggml-rs/go/gguf"
 )
 
 func TestBlockIndexAndOrder(t *testing.T) {

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"ggmlrs/gguf"
+	"github.com/ggml-rs/ggml-rs/go/gguf"
 )
 
 // The rules of llama-quant.cpp that pick each tensor's type: which

@@ -9,9 +9,9 @@ import (
 	"path/filepath"
 	"time"
 
-	"ggmlrs/gguf"
-	"ggmlrs/internal/regfile"
-	"ggmlrs/ml/backend"
+	"github.com/ggml-rs/ggml-rs/go/gguf"
+	"github.com/ggml-rs/ggml-rs/go/internal/regfile"
+	"github.com/ggml-rs/ggml-rs/go/ml/backend"
 )
 
 // Run quantizes the GGUF model at in to out. The output is written to a

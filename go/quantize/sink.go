@@ -7,7 +7,7 @@ import (
 	"io"
 	"sync/atomic"
 
-	"ggmlrs/ml/backend"
+	"github.com/ggml-rs/ggml-rs/go/ml/backend"
 )
 
 // sink writes the output's tensor data on a goroutine of its own, so that

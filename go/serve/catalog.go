@@ -12,9 +12,9 @@ import (
 	"sync"
 	"time"
 
-	"ggmlrs/gguf"
-	"ggmlrs/internal/regfile"
-	"ggmlrs/quantize"
+	"github.com/ggml-rs/ggml-rs/go/gguf"
+	"github.com/ggml-rs/ggml-rs/go/internal/regfile"
+	"github.com/ggml-rs/ggml-rs/go/quantize"
 )
 
 // modelFile is a GGUF file the server can serve, as its header describes

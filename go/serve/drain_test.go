@@ -3,7 +3,7 @@ package serve
 import (
 	"bufio"
 	"fmt"
-	"ggmlrs/gguf"
+	"github.com/ggml-rs/ggml-rs/go/gguf"
 	"net"
 	"net/http"
 	"path/filepath"

@@ -5,7 +5,7 @@ import (
 	"runtime"
 	"sync"
 
-	"ggmlrs/model/bert"
+	"github.com/ggml-rs/ggml-rs/go/model/bert"
 )
 
 // embedder serves an embedding model: one batch of texts at a time (each

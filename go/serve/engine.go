@@ -7,9 +7,9 @@ import (
 	"sync"
 	"time"
 
-	"ggmlrs/kvcache"
-	"ggmlrs/model/decoder"
-	"ggmlrs/sample"
+	"github.com/ggml-rs/ggml-rs/go/kvcache"
+	"github.com/ggml-rs/ggml-rs/go/model/decoder"
+	"github.com/ggml-rs/ggml-rs/go/sample"
 )
 
 // ErrBusy is returned when an engine's queue is full.

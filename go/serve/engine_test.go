@@ -2,17 +2,17 @@ package serve
 
 import (
 	"context"
-	"ggmlrs/internal/testmodel"
+	"github.com/ggml-rs/ggml-rs/go/internal/testmodel"
 	"math"
 	"sync"
 	"testing"
 	"time"
 
-	"ggmlrs/ml"
-	_ "ggmlrs/ml/backend"
-	"ggmlrs/model"
-	"ggmlrs/model/decoder"
-	"ggmlrs/sample"
+	"github.com/ggml-rs/ggml-rs/go/ml"
+	_ "github.com/ggml-rs/ggml-rs/go/ml/backend"
+	"github.com/ggml-rs/ggml-rs/go/model"
+	"github.com/ggml-rs/ggml-rs/go/model/decoder"
+	"github.com/ggml-rs/ggml-rs/go/sample"
 )
 
 // modelPath is a generated model of make test.

@@ -7,8 +7,8 @@ import (
 	"strconv"
 	"strings"
 
-	"ggmlrs/ml"
-	"ggmlrs/ml/backend"
+	"github.com/ggml-rs/ggml-rs/go/ml"
+	"github.com/ggml-rs/ggml-rs/go/ml/backend"
 )
 
 // errNoFit is a model refused because it would not fit in memory, with

@@ -10,7 +10,7 @@ import (
 	"net/http"
 	"time"
 
-	"ggmlrs/sample"
+	"github.com/ggml-rs/ggml-rs/go/sample"
 )
 
 // OpenAI's API: /v1/chat/completions, /v1/completions, /v1/embeddings,

@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"time"
 
-	"ggmlrs/sample"
+	"github.com/ggml-rs/ggml-rs/go/sample"
 )
 
 // genOptions are a generation's settings, from either API.

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"ggmlrs/model/decoder"
+	"github.com/ggml-rs/ggml-rs/go/model/decoder"
 )
 
 // countingTokenizer counts what a model's tokenizer is asked to do: bytes

@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"net/http"
 
-	"ggmlrs/chat"
-	"ggmlrs/fs"
-	"ggmlrs/model/decoder"
+	"github.com/ggml-rs/ggml-rs/go/chat"
+	"github.com/ggml-rs/ggml-rs/go/fs"
+	"github.com/ggml-rs/ggml-rs/go/model/decoder"
 )
 
 // message is one turn of a conversation.

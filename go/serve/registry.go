@@ -9,11 +9,11 @@ import (
 	"sync"
 	"time"
 
-	"ggmlrs/ml"
-	"ggmlrs/ml/backend"
-	"ggmlrs/model"
-	"ggmlrs/model/bert"
-	"ggmlrs/model/decoder"
+	"github.com/ggml-rs/ggml-rs/go/ml"
+	"github.com/ggml-rs/ggml-rs/go/ml/backend"
+	"github.com/ggml-rs/ggml-rs/go/model"
+	"github.com/ggml-rs/ggml-rs/go/model/bert"
+	"github.com/ggml-rs/ggml-rs/go/model/decoder"
 )
 
 // errUnknownModel is a model name the catalog does not hold.

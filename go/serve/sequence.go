@@ -4,8 +4,8 @@ import (
 	"context"
 	"time"
 
-	"ggmlrs/model/decoder"
-	"ggmlrs/sample"
+	"github.com/ggml-rs/ggml-rs/go/model/decoder"
+	"github.com/ggml-rs/ggml-rs/go/sample"
 )
 
 // genRequest is one generation handed to an engine: the prompt's tokens

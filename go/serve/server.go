@@ -12,8 +12,8 @@ import (
 	"strings"
 	"time"
 
-	"ggmlrs/chat"
-	"ggmlrs/ml/backend"
+	"github.com/ggml-rs/ggml-rs/go/chat"
+	"github.com/ggml-rs/ggml-rs/go/ml/backend"
 )
 
 // Config configures a Server.

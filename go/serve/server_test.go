@@ -6,7 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"ggmlrs/internal/testmodel"
+	"github.com/ggml-rs/ggml-rs/go/internal/testmodel"
 	"io"
 	"log/slog"
 	"net/http"
@@ -17,8 +17,8 @@ import (
 	"time"
 	"unicode"
 
-	"ggmlrs/ml"
-	"ggmlrs/ml/backend"
+	"github.com/ggml-rs/ggml-rs/go/ml"
+	"github.com/ggml-rs/ggml-rs/go/ml/backend"
 )
 
 // miniLM is the converted all-MiniLM-L6-v2.

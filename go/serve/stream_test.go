@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"ggmlrs/model/decoder"
+	"github.com/ggml-rs/ggml-rs/go/model/decoder"
 )
 
 // TestStopper: the text sent is the text up to the first stop sequence

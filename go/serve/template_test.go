@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"ggmlrs/gguf"
+	"github.com/ggml-rs/ggml-rs/go/gguf"
 )
 
 // withTemplate copies a GGUF model to dir/name.gguf with its

@@ -22,9 +22,9 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"ggmlrs/ml"
-	"ggmlrs/ml/backend"
-	"ggmlrs/ml/nn/rope"
+	"github.com/ggml-rs/ggml-rs/go/ml"
+	"github.com/ggml-rs/ggml-rs/go/ml/backend"
+	"github.com/ggml-rs/ggml-rs/go/ml/nn/rope"
 )
 
 // config is the block's geometry.

@@ -4,7 +4,7 @@ import (
 	"math"
 	"testing"
 
-	"ggmlrs/ml"
+	"github.com/ggml-rs/ggml-rs/go/ml"
 )
 
 var testConfig = config{dModel: 64, heads: 4, kvHeads: 2, headDim: 16, seq: 8, dFF: 128, eps: 1e-5, ropeBase: 10000}

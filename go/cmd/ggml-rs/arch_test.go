@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"ggmlrs/gguf"
-	"ggmlrs/model/llama"
+	"github.com/ggml-rs/ggml-rs/go/gguf"
+	"github.com/ggml-rs/ggml-rs/go/model/llama"
 )
 
 // TestUnsupportedArchitectureFirst: generate, logits and bench on a model

@@ -8,11 +8,11 @@ import (
 	"runtime"
 	"time"
 
-	"ggmlrs/gguf"
-	"ggmlrs/kvcache"
-	"ggmlrs/ml"
-	"ggmlrs/model/decoder"
-	"ggmlrs/sample"
+	"github.com/ggml-rs/ggml-rs/go/gguf"
+	"github.com/ggml-rs/ggml-rs/go/kvcache"
+	"github.com/ggml-rs/ggml-rs/go/ml"
+	"github.com/ggml-rs/ggml-rs/go/model/decoder"
+	"github.com/ggml-rs/ggml-rs/go/sample"
 )
 
 func nowSeed() int64 { return time.Now().UnixNano() }

@@ -9,11 +9,11 @@ import (
 	"strings"
 	"time"
 
-	"ggmlrs/kvcache"
-	"ggmlrs/model"
-	"ggmlrs/model/decoder"
-	"ggmlrs/model/speculate"
-	"ggmlrs/sample"
+	"github.com/ggml-rs/ggml-rs/go/kvcache"
+	"github.com/ggml-rs/ggml-rs/go/model"
+	"github.com/ggml-rs/ggml-rs/go/model/decoder"
+	"github.com/ggml-rs/ggml-rs/go/model/speculate"
+	"github.com/ggml-rs/ggml-rs/go/sample"
 )
 
 // specRow is one line of bench-spec's table: a drafter, its acceptance,

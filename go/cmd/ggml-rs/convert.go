@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"ggmlrs/gguf"
-	"ggmlrs/model/bert"
+	"github.com/ggml-rs/ggml-rs/go/gguf"
+	"github.com/ggml-rs/ggml-rs/go/model/bert"
 )
 
 func runConvert(args []string) error {

@@ -5,12 +5,12 @@ import (
 	"math"
 	"os"
 
-	"ggmlrs/kvcache"
-	"ggmlrs/ml"
-	"ggmlrs/ml/backend"
-	"ggmlrs/model"
-	"ggmlrs/model/decoder"
-	"ggmlrs/serve"
+	"github.com/ggml-rs/ggml-rs/go/kvcache"
+	"github.com/ggml-rs/ggml-rs/go/ml"
+	"github.com/ggml-rs/ggml-rs/go/ml/backend"
+	"github.com/ggml-rs/ggml-rs/go/model"
+	"github.com/ggml-rs/ggml-rs/go/model/decoder"
+	"github.com/ggml-rs/ggml-rs/go/serve"
 )
 
 // maxContext bounds -ctx and -batch: a cache's cells keep int32 positions.

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"ggmlrs/model/llama"
+	"github.com/ggml-rs/ggml-rs/go/model/llama"
 )
 
 // runnerChildEnv makes the test binary run the runner with the arguments

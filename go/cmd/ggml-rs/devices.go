@@ -6,7 +6,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"ggmlrs/ml/backend"
+	"github.com/ggml-rs/ggml-rs/go/ml/backend"
 )
 
 func runDevices(args []string) error {

@@ -13,7 +13,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"ggmlrs/model/bert"
+	"github.com/ggml-rs/ggml-rs/go/model/bert"
 )
 
 func runEmbed(args []string) error {

@@ -6,12 +6,12 @@ import (
 	"os"
 	"strings"
 
-	"ggmlrs/ml/backend"
-	"ggmlrs/ml/nn"
-	"ggmlrs/model"
-	"ggmlrs/model/decoder"
-	"ggmlrs/model/speculate"
-	"ggmlrs/sample"
+	"github.com/ggml-rs/ggml-rs/go/ml/backend"
+	"github.com/ggml-rs/ggml-rs/go/ml/nn"
+	"github.com/ggml-rs/ggml-rs/go/model"
+	"github.com/ggml-rs/ggml-rs/go/model/decoder"
+	"github.com/ggml-rs/ggml-rs/go/model/speculate"
+	"github.com/ggml-rs/ggml-rs/go/sample"
 )
 
 // decoderFlags are generate's and bench's flags on top of the model flags.

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"ggmlrs/model/llama"
+	"github.com/ggml-rs/ggml-rs/go/model/llama"
 )
 
 func TestGenerateAndBench(t *testing.T) {

@@ -8,13 +8,13 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"ggmlrs/gguf"
-	"ggmlrs/kvcache"
-	"ggmlrs/ml"
-	"ggmlrs/ml/backend"
-	"ggmlrs/ml/nn"
-	"ggmlrs/model"
-	"ggmlrs/model/decoder"
+	"github.com/ggml-rs/ggml-rs/go/gguf"
+	"github.com/ggml-rs/ggml-rs/go/kvcache"
+	"github.com/ggml-rs/ggml-rs/go/ml"
+	"github.com/ggml-rs/ggml-rs/go/ml/backend"
+	"github.com/ggml-rs/ggml-rs/go/ml/nn"
+	"github.com/ggml-rs/ggml-rs/go/model"
+	"github.com/ggml-rs/ggml-rs/go/model/decoder"
 )
 
 func runInspect(args []string) error {

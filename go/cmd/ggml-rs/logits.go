@@ -8,8 +8,8 @@ import (
 	"strconv"
 	"strings"
 
-	"ggmlrs/kvcache"
-	"ggmlrs/model/decoder"
+	"github.com/ggml-rs/ggml-rs/go/kvcache"
+	"github.com/ggml-rs/ggml-rs/go/model/decoder"
 )
 
 // logits: the raw output rows of a decoder for given token ids, as JSON.

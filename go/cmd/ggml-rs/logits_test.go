@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"ggmlrs/model/llama"
+	"github.com/ggml-rs/ggml-rs/go/model/llama"
 )
 
 func TestLogitsAndTokenize(t *testing.T) {

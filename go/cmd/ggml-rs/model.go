@@ -12,10 +12,10 @@ import (
 	"strings"
 	"time"
 
-	"ggmlrs/gguf"
-	"ggmlrs/internal/regfile"
-	"ggmlrs/ml"
-	"ggmlrs/ml/backend"
+	"github.com/ggml-rs/ggml-rs/go/gguf"
+	"github.com/ggml-rs/ggml-rs/go/internal/regfile"
+	"github.com/ggml-rs/ggml-rs/go/ml"
+	"github.com/ggml-rs/ggml-rs/go/ml/backend"
 )
 
 // modelFlags are the flags of commands that open a model.

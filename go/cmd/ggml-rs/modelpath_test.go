@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"ggmlrs/internal/testfile"
+	"github.com/ggml-rs/ggml-rs/go/internal/testfile"
 )
 
 // TestModelPathMustBeARegularFile: every command that opens a model

@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"os"
 
-	"ggmlrs/kvcache"
-	"ggmlrs/model"
-	"ggmlrs/model/decoder"
-	"ggmlrs/sample"
+	"github.com/ggml-rs/ggml-rs/go/kvcache"
+	"github.com/ggml-rs/ggml-rs/go/model"
+	"github.com/ggml-rs/ggml-rs/go/model/decoder"
+	"github.com/ggml-rs/ggml-rs/go/sample"
 )
 
 func runMTP(args []string) error {

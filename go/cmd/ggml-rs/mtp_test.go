@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"ggmlrs/model"
+	"github.com/ggml-rs/ggml-rs/go/model"
 )
 
 type mtpGolden struct {

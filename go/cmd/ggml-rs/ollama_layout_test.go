@@ -19,7 +19,7 @@ import (
 	"strings"
 	"testing"
 
-	"ggmlrs/ml"
+	"github.com/ggml-rs/ggml-rs/go/ml"
 )
 
 // ollamaArchs maps the architectures that have an Ollama layout (the

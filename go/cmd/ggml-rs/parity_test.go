@@ -21,9 +21,9 @@ import (
 	"strings"
 	"testing"
 
-	"ggmlrs/internal/testfile"
-	"ggmlrs/ml/backend"
-	"ggmlrs/sample"
+	"github.com/ggml-rs/ggml-rs/go/internal/testfile"
+	"github.com/ggml-rs/ggml-rs/go/ml/backend"
+	"github.com/ggml-rs/ggml-rs/go/sample"
 )
 
 // Tolerances, also in scripts/parity.py (keep them in agreement).

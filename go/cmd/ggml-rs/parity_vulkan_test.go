@@ -27,8 +27,8 @@ import (
 	"strings"
 	"testing"
 
-	"ggmlrs/ml"
-	"ggmlrs/sample"
+	"github.com/ggml-rs/ggml-rs/go/ml"
+	"github.com/ggml-rs/ggml-rs/go/sample"
 )
 
 type vulkanGolden struct {

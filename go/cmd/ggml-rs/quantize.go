@@ -6,8 +6,8 @@ import (
 	"runtime"
 	"strings"
 
-	"ggmlrs/gguf"
-	"ggmlrs/quantize"
+	"github.com/ggml-rs/ggml-rs/go/gguf"
+	"github.com/ggml-rs/ggml-rs/go/quantize"
 )
 
 func runQuantize(args []string) error {

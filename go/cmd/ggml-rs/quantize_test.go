@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"ggmlrs/gguf"
-	"ggmlrs/internal/testfile"
+	"github.com/ggml-rs/ggml-rs/go/gguf"
+	"github.com/ggml-rs/ggml-rs/go/internal/testfile"
 )
 
 // quantizeGolden: sha256 of `ggml-rs quantize` outputs on the generated

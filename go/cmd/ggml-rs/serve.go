@@ -11,8 +11,8 @@ import (
 	"syscall"
 	"time"
 
-	"ggmlrs/ml/backend"
-	"ggmlrs/serve"
+	"github.com/ggml-rs/ggml-rs/go/ml/backend"
+	"github.com/ggml-rs/ggml-rs/go/serve"
 )
 
 // version is what /api/version reports.

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"os"
 
-	"ggmlrs/model/decoder"
+	"github.com/ggml-rs/ggml-rs/go/model/decoder"
 )
 
 // tokenize: token ids of texts with a model's tokenizer, as JSON. Its

@@ -1,8 +1,8 @@
 // Package ggml holds the tensor type ids of Ollama's fs/ggml package
 // (github.com/ollama/ollama/fs/ggml), so that code written against Ollama,
-// such as calls of ggml.Quantize in ggmlrs/ml/backend/ggml, compiles after
+// such as calls of ggml.Quantize in github.com/ggml-rs/ggml-rs/go/ml/backend/ggml, compiles after
 // a prefix rewrite of its imports. Only TensorType is here: this project
-// reads and writes GGUF files with ggmlrs/gguf, not with a copy of
+// reads and writes GGUF files with github.com/ggml-rs/ggml-rs/go/gguf, not with a copy of
 // Ollama's decoder.
 package ggml
 

@@ -3,7 +3,7 @@ package safetensors
 import (
 	"testing"
 
-	"ggmlrs/internal/testfile"
+	"github.com/ggml-rs/ggml-rs/go/internal/testfile"
 )
 
 // TestOpenRefusesPipesAndDevices: a named pipe as the checkpoint is refused

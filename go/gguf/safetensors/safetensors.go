@@ -13,8 +13,8 @@ import (
 	"slices"
 	"sort"
 
-	"ggmlrs/gguf"
-	"ggmlrs/internal/regfile"
+	"github.com/ggml-rs/ggml-rs/go/gguf"
+	"github.com/ggml-rs/ggml-rs/go/internal/regfile"
 )
 
 // Tensor is one entry of the header.

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"ggmlrs/internal/testfile"
+	"github.com/ggml-rs/ggml-rs/go/internal/testfile"
 )
 
 func TestOpenRefusesWhatIsNotARegularFile(t *testing.T) {

@@ -9,8 +9,8 @@ import (
 	"slices"
 	"testing"
 
-	"ggmlrs/ml"
-	"ggmlrs/ml/nn/rope"
+	"github.com/ggml-rs/ggml-rs/go/ml"
+	"github.com/ggml-rs/ggml-rs/go/ml/nn/rope"
 )
 
 type ropeRefParams struct {

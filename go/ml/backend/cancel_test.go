@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"ggmlrs/ml"
+	"github.com/ggml-rs/ggml-rs/go/ml"
 )
 
 func TestCancelComputeInProgress(t *testing.T) {

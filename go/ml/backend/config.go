@@ -14,7 +14,7 @@ import (
 	"strconv"
 	"strings"
 
-	"ggmlrs/fs"
+	"github.com/ggml-rs/ggml-rs/go/fs"
 )
 
 // kvConfig is fs.Config over a model's metadata, with the semantics of

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"ggmlrs/fs"
-	"ggmlrs/ml"
+	"github.com/ggml-rs/ggml-rs/go/fs"
+	"github.com/ggml-rs/ggml-rs/go/ml"
 )
 
 // configFixture has a value of every type, under the architecture

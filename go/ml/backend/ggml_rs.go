@@ -1,4 +1,4 @@
-// Package backend implements ggmlrs/ml's Backend, Context and Tensor on
+// Package backend implements github.com/ggml-rs/ggml-rs/go/ml's Backend, Context and Tensor on
 // top of ggml-rs, a Rust library that drives a pinned upstream ggml and is
 // reached through its C ABI (include/ggml_rs.h) only.
 //
@@ -31,9 +31,9 @@ import (
 	"sync/atomic"
 	"unsafe"
 
-	"ggmlrs/fs"
-	"ggmlrs/ml"
-	"ggmlrs/ml/nn/rope"
+	"github.com/ggml-rs/ggml-rs/go/fs"
+	"github.com/ggml-rs/ggml-rs/go/ml"
+	"github.com/ggml-rs/ggml-rs/go/ml/nn/rope"
 )
 
 func init() {

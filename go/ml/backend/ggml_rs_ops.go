@@ -14,8 +14,8 @@ import (
 	"cmp"
 	"fmt"
 
-	"ggmlrs/ml"
-	"ggmlrs/ml/nn/rope"
+	"github.com/ggml-rs/ggml-rs/go/ml"
+	"github.com/ggml-rs/ggml-rs/go/ml/nn/rope"
 )
 
 // ---- arithmetic ------------------------------------------------------------

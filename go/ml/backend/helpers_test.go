@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"ggmlrs/ml"
+	"github.com/ggml-rs/ggml-rs/go/ml"
 )
 
 // newBackend makes a backend without a model, closed at cleanup.

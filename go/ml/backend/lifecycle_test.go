@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"ggmlrs/ml"
-	"ggmlrs/ml/nn/rope"
+	"github.com/ggml-rs/ggml-rs/go/ml"
+	"github.com/ggml-rs/ggml-rs/go/ml/nn/rope"
 )
 
 func TestNewBackend(t *testing.T) {

@@ -24,7 +24,7 @@ import (
 	"sync"
 	"unsafe"
 
-	"ggmlrs/ml"
+	"github.com/ggml-rs/ggml-rs/go/ml"
 )
 
 // maxLayerIndex bounds the layer numbers passed to ggml-rs (it accepts at

@@ -19,8 +19,8 @@ import (
 	"testing"
 	"time"
 
-	"ggmlrs/internal/rpcserver"
-	"ggmlrs/ml"
+	"github.com/ggml-rs/ggml-rs/go/internal/rpcserver"
+	"github.com/ggml-rs/ggml-rs/go/ml"
 )
 
 // tinyModel is a two-layer "llama" with a weight of each kind of

@@ -11,7 +11,7 @@ import (
 	"slices"
 	"testing"
 
-	"ggmlrs/ml"
+	"github.com/ggml-rs/ggml-rs/go/ml"
 )
 
 // TestInferShape runs Ollama's inferShape cases through Reshape of a

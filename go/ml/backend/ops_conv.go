@@ -16,7 +16,7 @@ import (
 	"fmt"
 	"math"
 
-	"ggmlrs/ml"
+	"github.com/ggml-rs/ggml-rs/go/ml"
 )
 
 // int32Arg converts an int argument for a C int32_t, panicking like the

@@ -14,7 +14,7 @@ import (
 	"slices"
 	"testing"
 
-	"ggmlrs/ml"
+	"github.com/ggml-rs/ggml-rs/go/ml"
 )
 
 const convRefTol = 1e-4

@@ -14,7 +14,7 @@ import (
 	"strings"
 	"testing"
 
-	"ggmlrs/ml"
+	"github.com/ggml-rs/ggml-rs/go/ml"
 )
 
 func softplusRef(x float64) float64 {

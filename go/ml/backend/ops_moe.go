@@ -8,7 +8,7 @@ package backend
 */
 import "C"
 
-import "ggmlrs/ml"
+import "github.com/ggml-rs/ggml-rs/go/ml"
 
 // MulmatID multiplies by the experts that ids routes each token to: t
 // holds the stacked experts [K, M, nExpert] (F32, F16, BF16 or quantized),

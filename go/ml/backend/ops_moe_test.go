@@ -13,7 +13,7 @@ import (
 	"slices"
 	"testing"
 
-	"ggmlrs/ml"
+	"github.com/ggml-rs/ggml-rs/go/ml"
 )
 
 // routeIDs picks, for each of n tokens, u distinct experts of e.

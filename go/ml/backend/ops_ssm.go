@@ -13,7 +13,7 @@ import "C"
 import (
 	"fmt"
 
-	"ggmlrs/ml"
+	"github.com/ggml-rs/ggml-rs/go/ml"
 )
 
 var (

@@ -10,7 +10,7 @@ import (
 	"slices"
 	"testing"
 
-	"ggmlrs/ml"
+	"github.com/ggml-rs/ggml-rs/go/ml"
 )
 
 // convRef: out[ch, t, s] = Σ_i sx[t+i, ch, s]·kernel[i, ch].

@@ -13,7 +13,7 @@ import (
 	"sort"
 	"testing"
 
-	"ggmlrs/ml"
+	"github.com/ggml-rs/ggml-rs/go/ml"
 )
 
 const (

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"ggmlrs/internal/testfile"
-	"ggmlrs/ml"
+	"github.com/ggml-rs/ggml-rs/go/internal/testfile"
+	"github.com/ggml-rs/ggml-rs/go/ml"
 )
 
 // TestPipesAndDevicesAreRefused: through the C ABI, a named pipe as the

@@ -19,7 +19,7 @@ import (
 	"math/bits"
 	"unsafe"
 
-	fsggml "ggmlrs/fs/ggml"
+	fsggml "github.com/ggml-rs/ggml-rs/go/fs/ggml"
 )
 
 // ConvertToF32 converts nelements elements of ggml type dtype (a

@@ -14,12 +14,12 @@ package backend
 //   - bad input panics with an *Error naming the problem.
 
 import (
-	"ggmlrs/gguf"
+	"github.com/ggml-rs/ggml-rs/go/gguf"
 	"math"
 	"strings"
 	"testing"
 
-	fsggml "ggmlrs/fs/ggml"
+	fsggml "github.com/ggml-rs/ggml-rs/go/fs/ggml"
 )
 
 // quantValues is tests/quant.rs's `values`: xorshift64* in [-1, 1), every

@@ -21,7 +21,7 @@ import (
 	"slices"
 	"testing"
 
-	"ggmlrs/ml"
+	"github.com/ggml-rs/ggml-rs/go/ml"
 )
 
 // quantQ40 encodes 32-value blocks as Q4_0 (an F16 scale d and 16 bytes;

@@ -14,7 +14,7 @@ import (
 	"strings"
 	"testing"
 
-	"ggmlrs/internal/rpcserver"
+	"github.com/ggml-rs/ggml-rs/go/internal/rpcserver"
 )
 
 // vulkanDevice is the first Vulkan device; the test fails without one.

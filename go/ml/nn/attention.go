@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"math"
 
-	"ggmlrs/ml"
-	"ggmlrs/ml/nn/rope"
+	"github.com/ggml-rs/ggml-rs/go/ml"
+	"github.com/ggml-rs/ggml-rs/go/ml/nn/rope"
 )
 
 // RoPE is a rotary position embedding: the first Dim values of each head

@@ -1,5 +1,5 @@
 // Package nn holds the building blocks that decoder models are made of,
-// over the ggmlrs/ml API: linear layers, gated attention with its options
+// over the github.com/ggml-rs/ggml-rs/go/ml API: linear layers, gated attention with its options
 // (Q/K norms, partial and multi-section RoPE, sinks, sliding windows), the
 // dense and mixture-of-experts feed-forward networks, and the gated
 // delta-net layer of the hybrid architectures (fused or from primitives).
@@ -9,7 +9,7 @@
 // lands once.
 package nn
 
-import "ggmlrs/ml"
+import "github.com/ggml-rs/ggml-rs/go/ml"
 
 // KVCache is what attention needs of a cache (kvcache.Cache).
 type KVCache interface {

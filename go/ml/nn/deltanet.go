@@ -3,7 +3,7 @@ package nn
 import (
 	"fmt"
 
-	"ggmlrs/ml"
+	"github.com/ggml-rs/ggml-rs/go/ml"
 )
 
 // DeltaNet is the gated delta-net linear-attention layer of the hybrid

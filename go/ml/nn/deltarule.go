@@ -3,7 +3,7 @@ package nn
 import (
 	"math"
 
-	"ggmlrs/ml"
+	"github.com/ggml-rs/ggml-rs/go/ml"
 )
 
 // The gated delta rule from primitive ops, for backends without the fused

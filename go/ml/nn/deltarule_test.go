@@ -13,8 +13,8 @@ import (
 	"slices"
 	"testing"
 
-	"ggmlrs/ml"
-	_ "ggmlrs/ml/backend"
+	"github.com/ggml-rs/ggml-rs/go/ml"
+	_ "github.com/ggml-rs/ggml-rs/go/ml/backend"
 )
 
 type drCase struct {

@@ -1,6 +1,6 @@
 package nn
 
-import "ggmlrs/ml"
+import "github.com/ggml-rs/ggml-rs/go/ml"
 
 // FFN is the dense SwiGLU feed-forward network (llama.cpp's build_ffn
 // with LLM_FFN_SILU, LLM_FFN_PAR): Down·(silu(Gate·x) ⊙ Up·x).

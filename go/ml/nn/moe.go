@@ -1,6 +1,6 @@
 package nn
 
-import "ggmlrs/ml"
+import "github.com/ggml-rs/ggml-rs/go/ml"
 
 // Gating turns the router's logits into expert probabilities.
 type Gating int

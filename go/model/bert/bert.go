@@ -1,5 +1,5 @@
 // Package bert is the BERT encoder (llama.cpp's "bert" architecture) over
-// the ggmlrs/ml API, for sentence embeddings: token, position and
+// the github.com/ggml-rs/ggml-rs/go/ml API, for sentence embeddings: token, position and
 // token-type embeddings, post-norm transformer layers with biased
 // projections, exact-GELU feed-forward, then pooling (mean, CLS or last
 // token, as {arch}.pooling_type says) and L2 normalisation.
@@ -15,9 +15,9 @@ import (
 	"math"
 	"slices"
 
-	"ggmlrs/fs"
-	"ggmlrs/ml"
-	"ggmlrs/tokenizer/wordpiece"
+	"github.com/ggml-rs/ggml-rs/go/fs"
+	"github.com/ggml-rs/ggml-rs/go/ml"
+	"github.com/ggml-rs/ggml-rs/go/tokenizer/wordpiece"
 )
 
 // Hyper are the model's hyperparameters.

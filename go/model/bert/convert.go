@@ -22,10 +22,10 @@ import (
 	"slices"
 	"strings"
 
-	"ggmlrs/gguf"
-	"ggmlrs/gguf/safetensors"
-	"ggmlrs/internal/regfile"
-	"ggmlrs/tokenizer/wordpiece"
+	"github.com/ggml-rs/ggml-rs/go/gguf"
+	"github.com/ggml-rs/ggml-rs/go/gguf/safetensors"
+	"github.com/ggml-rs/ggml-rs/go/internal/regfile"
+	"github.com/ggml-rs/ggml-rs/go/tokenizer/wordpiece"
 )
 
 // Pooling is llama.cpp's pooling type ({arch}.pooling_type).

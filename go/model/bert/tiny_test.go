@@ -12,8 +12,8 @@ import (
 	"strings"
 	"testing"
 
-	"ggmlrs/gguf"
-	"ggmlrs/model/bert"
+	"github.com/ggml-rs/ggml-rs/go/gguf"
+	"github.com/ggml-rs/ggml-rs/go/model/bert"
 )
 
 // A tiny random BERT checkpoint in Hugging Face's layout, converted and run

@@ -16,11 +16,11 @@ import (
 	"slices"
 	"testing"
 
-	"ggmlrs/kvcache"
-	"ggmlrs/ml"
-	_ "ggmlrs/ml/backend"
-	"ggmlrs/model"
-	"ggmlrs/model/decoder"
+	"github.com/ggml-rs/ggml-rs/go/kvcache"
+	"github.com/ggml-rs/ggml-rs/go/ml"
+	_ "github.com/ggml-rs/ggml-rs/go/ml/backend"
+	"github.com/ggml-rs/ggml-rs/go/model"
+	"github.com/ggml-rs/ggml-rs/go/model/decoder"
 )
 
 func open(t *testing.T, name string) *decoder.Model {

@@ -6,11 +6,11 @@ import (
 	"runtime"
 	"time"
 
-	"ggmlrs/fs"
-	"ggmlrs/kvcache"
-	"ggmlrs/sample"
-	"ggmlrs/tokenizer/bpe"
-	"ggmlrs/tokenizer/spm"
+	"github.com/ggml-rs/ggml-rs/go/fs"
+	"github.com/ggml-rs/ggml-rs/go/kvcache"
+	"github.com/ggml-rs/ggml-rs/go/sample"
+	"github.com/ggml-rs/ggml-rs/go/tokenizer/bpe"
+	"github.com/ggml-rs/ggml-rs/go/tokenizer/spm"
 )
 
 // Tokenizer is what generation needs of a tokenizer.

@@ -16,9 +16,9 @@ import (
 	"slices"
 	"sync"
 
-	"ggmlrs/kvcache"
-	"ggmlrs/ml"
-	"ggmlrs/ml/nn"
+	"github.com/ggml-rs/ggml-rs/go/kvcache"
+	"github.com/ggml-rs/ggml-rs/go/ml"
+	"github.com/ggml-rs/ggml-rs/go/ml/nn"
 )
 
 // Mixer is a block's token-mixing part: *nn.Attention or *nn.DeltaNet.

@@ -12,12 +12,12 @@ import (
 	"fmt"
 	"math"
 
-	"ggmlrs/kvcache"
-	"ggmlrs/ml"
-	"ggmlrs/ml/nn"
-	"ggmlrs/ml/nn/rope"
-	"ggmlrs/model/decoder"
-	"ggmlrs/model/internal/load"
+	"github.com/ggml-rs/ggml-rs/go/kvcache"
+	"github.com/ggml-rs/ggml-rs/go/ml"
+	"github.com/ggml-rs/ggml-rs/go/ml/nn"
+	"github.com/ggml-rs/ggml-rs/go/ml/nn/rope"
+	"github.com/ggml-rs/ggml-rs/go/model/decoder"
+	"github.com/ggml-rs/ggml-rs/go/model/internal/load"
 )
 
 // The clamped SwiGLU of the experts: x = min(gate, Limit), y = clamp(up,

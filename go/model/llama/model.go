@@ -13,13 +13,13 @@ import (
 	"fmt"
 	"slices"
 
-	"ggmlrs/fs"
-	"ggmlrs/kvcache"
-	"ggmlrs/ml"
-	"ggmlrs/ml/nn"
-	"ggmlrs/ml/nn/rope"
-	"ggmlrs/model/decoder"
-	"ggmlrs/model/internal/load"
+	"github.com/ggml-rs/ggml-rs/go/fs"
+	"github.com/ggml-rs/ggml-rs/go/kvcache"
+	"github.com/ggml-rs/ggml-rs/go/ml"
+	"github.com/ggml-rs/ggml-rs/go/ml/nn"
+	"github.com/ggml-rs/ggml-rs/go/ml/nn/rope"
+	"github.com/ggml-rs/ggml-rs/go/model/decoder"
+	"github.com/ggml-rs/ggml-rs/go/model/internal/load"
 )
 
 // Variant selects the architecture's differences from llama.

@@ -9,13 +9,13 @@ import (
 	"sync"
 	"testing"
 
-	"ggmlrs/gguf"
-	"ggmlrs/kvcache"
-	"ggmlrs/ml"
-	_ "ggmlrs/ml/backend"
-	"ggmlrs/model/decoder"
-	"ggmlrs/model/llama"
-	"ggmlrs/sample"
+	"github.com/ggml-rs/ggml-rs/go/gguf"
+	"github.com/ggml-rs/ggml-rs/go/kvcache"
+	"github.com/ggml-rs/ggml-rs/go/ml"
+	_ "github.com/ggml-rs/ggml-rs/go/ml/backend"
+	"github.com/ggml-rs/ggml-rs/go/model/decoder"
+	"github.com/ggml-rs/ggml-rs/go/model/llama"
+	"github.com/ggml-rs/ggml-rs/go/sample"
 )
 
 // reference is the decoder's forward pass in float64 (keys and values

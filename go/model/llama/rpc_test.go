@@ -8,10 +8,10 @@ import (
 	"strings"
 	"testing"
 
-	"ggmlrs/internal/rpcserver"
-	"ggmlrs/ml"
-	"ggmlrs/ml/backend"
-	"ggmlrs/model/llama"
+	"github.com/ggml-rs/ggml-rs/go/internal/rpcserver"
+	"github.com/ggml-rs/ggml-rs/go/ml"
+	"github.com/ggml-rs/ggml-rs/go/ml/backend"
+	"github.com/ggml-rs/ggml-rs/go/model/llama"
 )
 
 // TestDecodeOverRPC decodes with one layer on a ggml-rs RPC server (in a

@@ -6,8 +6,8 @@ import (
 	"math"
 	"math/rand"
 
-	"ggmlrs/gguf"
-	"ggmlrs/tokenizer/bpe"
+	"github.com/ggml-rs/ggml-rs/go/gguf"
+	"github.com/ggml-rs/ggml-rs/go/tokenizer/bpe"
 )
 
 // TinyConfig is the shape of a test model made by WriteTiny.

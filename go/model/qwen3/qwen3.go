@@ -5,9 +5,9 @@
 package qwen3
 
 import (
-	"ggmlrs/ml"
-	"ggmlrs/model/decoder"
-	"ggmlrs/model/llama"
+	"github.com/ggml-rs/ggml-rs/go/ml"
+	"github.com/ggml-rs/ggml-rs/go/model/decoder"
+	"github.com/ggml-rs/ggml-rs/go/model/llama"
 )
 
 // New reads a qwen3 model from a backend opened on its GGUF file.

@@ -5,11 +5,11 @@ import (
 	"path/filepath"
 	"testing"
 
-	"ggmlrs/ml"
-	_ "ggmlrs/ml/backend"
-	"ggmlrs/ml/nn"
-	"ggmlrs/model/llama"
-	"ggmlrs/model/qwen3"
+	"github.com/ggml-rs/ggml-rs/go/ml"
+	_ "github.com/ggml-rs/ggml-rs/go/ml/backend"
+	"github.com/ggml-rs/ggml-rs/go/ml/nn"
+	"github.com/ggml-rs/ggml-rs/go/model/llama"
+	"github.com/ggml-rs/ggml-rs/go/model/qwen3"
 )
 
 // The numerics are checked against a reference in package llama; this

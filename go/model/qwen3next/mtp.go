@@ -3,9 +3,9 @@ package qwen3next
 import (
 	"fmt"
 
-	"ggmlrs/ml"
-	"ggmlrs/model/decoder"
-	"ggmlrs/model/internal/load"
+	"github.com/ggml-rs/ggml-rs/go/ml"
+	"github.com/ggml-rs/ggml-rs/go/model/decoder"
+	"github.com/ggml-rs/ggml-rs/go/model/internal/load"
 )
 
 // NewMTP reads the multi-token-prediction (MTP, NextN) head of a Qwen3.5

@@ -1,9 +1,9 @@
 package speculate
 
 import (
-	"ggmlrs/kvcache"
-	"ggmlrs/model/decoder"
-	"ggmlrs/sample"
+	"github.com/ggml-rs/ggml-rs/go/kvcache"
+	"github.com/ggml-rs/ggml-rs/go/model/decoder"
+	"github.com/ggml-rs/ggml-rs/go/sample"
 )
 
 // MTP drafts with a model's MTP head (model.NewMTP), as llama.cpp's

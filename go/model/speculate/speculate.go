@@ -25,9 +25,9 @@ import (
 	"runtime"
 	"time"
 
-	"ggmlrs/kvcache"
-	"ggmlrs/model/decoder"
-	"ggmlrs/sample"
+	"github.com/ggml-rs/ggml-rs/go/kvcache"
+	"github.com/ggml-rs/ggml-rs/go/model/decoder"
+	"github.com/ggml-rs/ggml-rs/go/sample"
 )
 
 // Drafter proposes draft tokens: Draft returns up to n tokens to follow

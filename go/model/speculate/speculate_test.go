@@ -27,14 +27,14 @@ import (
 	"slices"
 	"testing"
 
-	"ggmlrs/kvcache"
-	"ggmlrs/ml"
-	_ "ggmlrs/ml/backend"
-	"ggmlrs/ml/nn"
-	"ggmlrs/model"
-	"ggmlrs/model/decoder"
-	"ggmlrs/model/speculate"
-	"ggmlrs/sample"
+	"github.com/ggml-rs/ggml-rs/go/kvcache"
+	"github.com/ggml-rs/ggml-rs/go/ml"
+	_ "github.com/ggml-rs/ggml-rs/go/ml/backend"
+	"github.com/ggml-rs/ggml-rs/go/ml/nn"
+	"github.com/ggml-rs/ggml-rs/go/model"
+	"github.com/ggml-rs/ggml-rs/go/model/decoder"
+	"github.com/ggml-rs/ggml-rs/go/model/speculate"
+	"github.com/ggml-rs/ggml-rs/go/sample"
 )
 
 const genTokens = 300

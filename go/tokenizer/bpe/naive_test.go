@@ -1,7 +1,7 @@
 package bpe
 
 import (
-	"ggmlrs/tokenizer/internal/special"
+	"github.com/ggml-rs/ggml-rs/go/tokenizer/internal/special"
 )
 
 // The tokenizer as it was before the merge loop became a heap: the

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"ggmlrs/tokenizer/internal/testvocab"
+	"github.com/ggml-rs/ggml-rs/go/tokenizer/internal/testvocab"
 )
 
 type vocabCase struct {

@@ -3,7 +3,7 @@ package spm
 import (
 	"strings"
 
-	"ggmlrs/tokenizer/internal/special"
+	"github.com/ggml-rs/ggml-rs/go/tokenizer/internal/special"
 )
 
 // The tokenizer as it was before the merge loop became a heap (and long

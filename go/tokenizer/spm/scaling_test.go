@@ -7,8 +7,8 @@ import (
 	"slices"
 	"testing"
 
-	"ggmlrs/tokenizer/bpe"
-	"ggmlrs/tokenizer/internal/testvocab"
+	"github.com/ggml-rs/ggml-rs/go/tokenizer/bpe"
+	"github.com/ggml-rs/ggml-rs/go/tokenizer/internal/testvocab"
 )
 
 type vocabCase struct {

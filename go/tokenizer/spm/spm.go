@@ -10,8 +10,8 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"ggmlrs/tokenizer/internal/merge"
-	"ggmlrs/tokenizer/internal/special"
+	"github.com/ggml-rs/ggml-rs/go/tokenizer/internal/merge"
+	"github.com/ggml-rs/ggml-rs/go/tokenizer/internal/special"
 )
 
 // Token types of GGUF's tokenizer.ggml.token_type.

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"ggmlrs/tokenizer/internal/testvocab"
+	"github.com/ggml-rs/ggml-rs/go/tokenizer/internal/testvocab"
 )
 
 // minilm is all-MiniLM-L6-v2's vocab.txt (30k pieces) if it has been

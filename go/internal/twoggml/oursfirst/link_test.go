@@ -3,8 +3,8 @@ package oursfirst_test
 import (
 	"testing"
 
-	"ggmlrs/internal/twoggml"
-	"ggmlrs/internal/twoggml/oursfirst"
+	"github.com/ggml-rs/ggml-rs/go/internal/twoggml"
+	"github.com/ggml-rs/ggml-rs/go/internal/twoggml/oursfirst"
 )
 
 func TestEachSideRunsItsOwnGgml(t *testing.T) { twoggml.Check(t, oursfirst.Sides) }

@@ -8,7 +8,7 @@ package twinfirst
 */
 import "C"
 
-import "ggmlrs/internal/twoggml"
+import "github.com/ggml-rs/ggml-rs/go/internal/twoggml"
 
 // Sides is this link order's view of the two ggmls.
 var Sides = twoggml.Sides{

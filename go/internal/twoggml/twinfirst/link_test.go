@@ -3,8 +3,8 @@ package twinfirst_test
 import (
 	"testing"
 
-	"ggmlrs/internal/twoggml"
-	"ggmlrs/internal/twoggml/twinfirst"
+	"github.com/ggml-rs/ggml-rs/go/internal/twoggml"
+	"github.com/ggml-rs/ggml-rs/go/internal/twoggml/twinfirst"
 )
 
 func TestEachSideRunsItsOwnGgml(t *testing.T) { twoggml.Check(t, twinfirst.Sides) }

@@ -1,9 +1,9 @@
 package bench
 
 import (
-	"ggmlrs/internal/rawggml"
-	"ggmlrs/ml"
-	_ "ggmlrs/ml/backend" // registers "ggml"
+	"github.com/ggml-rs/ggml-rs/go/internal/rawggml"
+	"github.com/ggml-rs/ggml-rs/go/ml"
+	_ "github.com/ggml-rs/ggml-rs/go/ml/backend" // registers "ggml"
 )
 
 // apiSide is ggml-rs at the API level: ml.Tensor methods of the backend,

@@ -32,7 +32,7 @@ import (
 	"fmt"
 	"unsafe"
 
-	"ggmlrs/internal/rawggml"
+	"github.com/ggml-rs/ggml-rs/go/internal/rawggml"
 )
 
 // Chunk is how many ops are built into one context before it is recreated

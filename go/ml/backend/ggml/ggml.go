@@ -1,16 +1,16 @@
 // Package ggml is this project's stand-in for Ollama's ml/backend/ggml
 // package: code written against Ollama (ggml.New, ggml.Quantize,
 // ggml.ConvertToF32, *ggml.Backend, ...) compiles after its imports are
-// rewritten from github.com/ollama/ollama/ to ggmlrs/. Everything here is
-// a thin alias of ggmlrs/ml/backend, which holds the implementation;
+// rewritten from github.com/ollama/ollama/ to github.com/ggml-rs/ggml-rs/go/. Everything here is
+// a thin alias of github.com/ggml-rs/ggml-rs/go/ml/backend, which holds the implementation;
 // importing this package also registers the "ggml" backend with
 // ml.RegisterBackend, as Ollama's did.
 package ggml
 
 import (
-	fsggml "ggmlrs/fs/ggml"
-	"ggmlrs/ml"
-	"ggmlrs/ml/backend"
+	fsggml "github.com/ggml-rs/ggml-rs/go/fs/ggml"
+	"github.com/ggml-rs/ggml-rs/go/ml"
+	"github.com/ggml-rs/ggml-rs/go/ml/backend"
 )
 
 // Backend, Context and Tensor are the backend's implementations of
@@ -35,7 +35,7 @@ func ConvertToF32(data []byte, dtype uint32, nelements uint64) []float32 {
 
 // Quantize converts f32s of the given shape (ggml order) to newType, byte
 // for byte as ggml's reference quantizers (see backend.Quantize). newType
-// is any ggml type id: ours (ggmlrs/fs/ggml.TensorType) or Ollama's own
+// is any ggml type id: ours (github.com/ggml-rs/ggml-rs/go/fs/ggml.TensorType) or Ollama's own
 // fs/ggml.TensorType, which its server/quantization.go passes.
 func Quantize[T ~uint32](newType T, f32s []float32, shape []uint64) []byte {
 	return backend.Quantize(fsggml.TensorType(newType), f32s, shape)

@@ -5,10 +5,10 @@ import (
 	"slices"
 	"testing"
 
-	fsggml "ggmlrs/fs/ggml"
-	"ggmlrs/ml"
-	"ggmlrs/ml/backend"
-	"ggmlrs/ml/backend/ggml"
+	fsggml "github.com/ggml-rs/ggml-rs/go/fs/ggml"
+	"github.com/ggml-rs/ggml-rs/go/ml"
+	"github.com/ggml-rs/ggml-rs/go/ml/backend"
+	"github.com/ggml-rs/ggml-rs/go/ml/backend/ggml"
 )
 
 // Ollama-style code: ggml.New, *ggml.Backend, ggml.Quantize with fs/ggml

@@ -43,10 +43,10 @@ import (
 	"syscall"
 	"time"
 
-	"ggmlrs/gguf"
-	"ggmlrs/internal/regfile"
-	"ggmlrs/ml"
-	"ggmlrs/ml/backend"
+	"github.com/ggml-rs/ggml-rs/go/gguf"
+	"github.com/ggml-rs/ggml-rs/go/internal/regfile"
+	"github.com/ggml-rs/ggml-rs/go/ml"
+	"github.com/ggml-rs/ggml-rs/go/ml/backend"
 )
 
 const (

@@ -1,7 +1,7 @@
 // Package rope provides options for RoPE
 package rope
 
-import "ggmlrs/ml"
+import "github.com/ggml-rs/ggml-rs/go/ml"
 
 // Options contains optional parameters for RoPE function
 type Options struct {

@@ -10,9 +10,9 @@ import (
 	"slices"
 	"strings"
 
-	"ggmlrs/fs"
-	"ggmlrs/gguf"
-	"ggmlrs/ml"
+	"github.com/ggml-rs/ggml-rs/go/fs"
+	"github.com/ggml-rs/ggml-rs/go/gguf"
+	"github.com/ggml-rs/ggml-rs/go/ml"
 )
 
 // Reader reads hyperparameters from a model's metadata. Integer keys of

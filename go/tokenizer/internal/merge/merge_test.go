@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"ggmlrs/tokenizer/internal/testvocab"
+	"github.com/ggml-rs/ggml-rs/go/tokenizer/internal/testvocab"
 )
 
 // naive is the rescanning loop Merger replaces: after every merge it

@@ -19,7 +19,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"ggmlrs/gguf"
+	"github.com/ggml-rs/ggml-rs/go/gguf"
 )
 
 // Vocab is a GGUF file's tokenizer.

@@ -15,7 +15,7 @@ import (
 	"runtime"
 	"slices"
 
-	"ggmlrs/ml/backend/bench"
+	"github.com/ggml-rs/ggml-rs/go/ml/backend/bench"
 )
 
 func median(x []float64) float64 {
