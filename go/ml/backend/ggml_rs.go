@@ -14,7 +14,6 @@
 package backend
 
 /*
-#cgo CFLAGS: -I${SRCDIR}/../../../include
 #include <stdlib.h>
 #include "ggml_rs.h"
 */

@@ -5,7 +5,6 @@ package backend
 // library's message and leaves the context usable.
 
 /*
-#cgo CFLAGS: -I${SRCDIR}/../../../include
 #include "ggml_rs.h"
 */
 import "C"

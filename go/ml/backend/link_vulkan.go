@@ -1,13 +1,15 @@
-//go:build ggml_vulkan
+//go:build cgo && ggml_vulkan
 
 package backend
 
-// The library built with ggml's Vulkan backend (make vulkan-build, which
-// points target/vulkan at its cached build): go build -tags ggml_vulkan.
-// ggml-vulkan hides CPU-type Vulkan devices (Mesa's llvmpipe) unless
-// GGML_VK_VISIBLE_DEVICES names them.
+// The library built with ggml's Vulkan backend (go build -tags
+// ggml_vulkan): pkg-config's ggml-rs-vulkan, installed (make install after
+// make vulkan-build) or, inside this repository, target/pkgconfig's,
+// pointing at the cached build (make vulkan-build). ggml-vulkan hides
+// CPU-type Vulkan devices (Mesa's llvmpipe) unless GGML_VK_VISIBLE_DEVICES
+// names them.
 
 /*
-#cgo LDFLAGS: ${SRCDIR}/../../../target/vulkan/libggml_rs.a -lvulkan -lstdc++ -lm -ldl -lpthread
+#cgo pkg-config: --static ggml-rs-vulkan
 */
 import "C"

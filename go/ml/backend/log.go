@@ -1,7 +1,6 @@
 package backend
 
 /*
-#cgo CFLAGS: -I${SRCDIR}/../../../include
 #include <stdint.h>
 #include "ggml_rs.h"
 

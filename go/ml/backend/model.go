@@ -5,7 +5,6 @@ package backend
 // weight list for tools.
 
 /*
-#cgo CFLAGS: -I${SRCDIR}/../../../include
 #include <stdlib.h>
 #include "ggml_rs.h"
 

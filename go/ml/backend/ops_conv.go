@@ -7,7 +7,6 @@ package backend
 // on the input with the kernel as argument.
 
 /*
-#cgo CFLAGS: -I${SRCDIR}/../../../include
 #include "ggml_rs.h"
 */
 import "C"

@@ -5,7 +5,6 @@ package backend
 // Variance and Stddev live with the other activations and reductions.)
 
 /*
-#cgo CFLAGS: -I${SRCDIR}/../../../include
 #include "ggml_rs.h"
 */
 import "C"

@@ -3,7 +3,6 @@ package backend
 // Mixture-of-experts routing: MulmatID and AddID.
 
 /*
-#cgo CFLAGS: -I${SRCDIR}/../../../include
 #include "ggml_rs.h"
 */
 import "C"

@@ -5,7 +5,6 @@ package backend
 // ml.CausalConv.
 
 /*
-#cgo CFLAGS: -I${SRCDIR}/../../../include
 #include "ggml_rs.h"
 */
 import "C"

@@ -9,7 +9,6 @@ package backend
 // where Ollama's signature has no error, and never abort the process.
 
 /*
-#cgo CFLAGS: -I${SRCDIR}/../../../include
 #include "ggml_rs.h"
 */
 import "C"

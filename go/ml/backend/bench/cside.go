@@ -21,8 +21,7 @@
 package bench
 
 /*
-#cgo CFLAGS: -I${SRCDIR}/../../../../include
-#cgo LDFLAGS: ${SRCDIR}/../../../../target/static/libggml_rs.a -lstdc++ -lm -ldl -lpthread
+#cgo pkg-config: --static ggml-rs
 #include <stdlib.h>
 #include "ggml_rs.h"
 */
