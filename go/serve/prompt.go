@@ -20,10 +20,9 @@ type message struct {
 // renders it: package chat) or, for a model without one, ChatML (llama.cpp's
 // fallback).
 type promptMaker struct {
-	t              *chat.Template
-	style          thinkStyle // how the template marks reasoning
-	bos, eos       string
-	addBOS, addEOS bool // the tokenizer adds them (so a template's own are cut)
+	t     *chat.Template
+	style thinkStyle   // how the template marks reasoning
+	model chat.Options // BOS and EOS, and whether the tokenizer adds them
 }
 
 // newPromptMaker makes the prompts of a model, with its own template or
@@ -37,26 +36,7 @@ func newPromptMaker(f *modelFile, override string, c fs.Config, tok decoder.Toke
 	if err != nil {
 		return nil, err
 	}
-	tokens := c.Strings("tokenizer.ggml.tokens")
-	id := func(key string) int32 {
-		if v, ok := c.Value(key).(uint32); ok && int(v) < len(tokens) {
-			return int32(v)
-		}
-		return -1
-	}
-	p := &promptMaker{t: t, style: styleOf(src)}
-	bos, eos := id("tokenizer.ggml.bos_token_id"), id("tokenizer.ggml.eos_token_id")
-	if bos >= 0 {
-		p.bos = tokens[bos]
-	}
-	if eos >= 0 {
-		p.eos = tokens[eos]
-	}
-	// What the tokenizer adds to a text on its own.
-	empty := tok.Encode("", true)
-	p.addBOS = bos >= 0 && len(empty) > 0 && empty[0] == bos
-	p.addEOS = eos >= 0 && len(empty) > 0 && empty[len(empty)-1] == eos
-	return p, nil
+	return &promptMaker{t: t, style: styleOf(src), model: chat.ModelOptions(c, tok)}, nil
 }
 
 // templateError is the error of a model whose chat template does not
@@ -95,8 +75,9 @@ func (p *promptMaker) chat(msgs []message, think *bool) (string, error) {
 	for i, m := range msgs {
 		cm[i] = chat.Message{Role: m.Role, Content: m.Content}
 	}
-	text, err := p.t.Render(cm, chat.Options{AddGenerationPrompt: true, BOS: p.bos, EOS: p.eos,
-		AddBOS: p.addBOS, AddEOS: p.addEOS, EnableThinking: think})
+	o := p.model
+	o.AddGenerationPrompt, o.EnableThinking = true, think
+	text, err := p.t.Render(cm, o)
 	if err != nil {
 		return "", err
 	}

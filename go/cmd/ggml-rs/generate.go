@@ -6,6 +6,8 @@ import (
 	"os"
 	"strings"
 
+	"github.com/ggml-rs/ggml-rs/go/chat"
+	"github.com/ggml-rs/ggml-rs/go/fs"
 	"github.com/ggml-rs/ggml-rs/go/ml/backend"
 	"github.com/ggml-rs/ggml-rs/go/ml/nn"
 	"github.com/ggml-rs/ggml-rs/go/model"
@@ -98,6 +100,8 @@ func runGenerate(args []string) error {
 			"gpt-oss, qwen3next, qwen35 or qwen35moe, in llama.cpp's or Ollama's layout),\n"+
 			"streaming it to stdout, then prints prompt and generation speed on stderr.")
 	prompt := fs.String("p", "", "the prompt")
+	asChat := fs.Bool("chat", false, "the prompt is a user's message: render it with the model's chat template (a one-shot chat)\nand print only the answer")
+	system := fs.String("system", "", "with -chat: a system message before the user's")
 	n := fs.Int("n", 128, "tokens to generate at most (0: until end of text or a full context)")
 	temp := fs.Float64("temp", 0.8, "sampling temperature (0: greedy)")
 	topK := fs.Int("top-k", 40, "sample among the k most likely tokens (0: all)")
@@ -158,7 +162,15 @@ func runGenerate(args []string) error {
 		defer head.ReleaseGraph()
 		drafter = &speculate.MTP{Head: head, Cache: hc}
 	}
-	ids := tok.Encode(*prompt, true)
+	text := *prompt
+	if *asChat {
+		if text, err = chatPrompt(b.Config(), tok, *system, *prompt); err != nil {
+			return err
+		}
+	} else if *system != "" {
+		return usagef("-system needs -chat")
+	}
+	ids := tok.Encode(text, true)
 	if len(ids) == 0 {
 		return usagef("the prompt is empty (and the model adds no BOS token)")
 	}
@@ -172,11 +184,13 @@ func runGenerate(args []string) error {
 	}
 
 	out := os.Stdout
-	fmt.Fprint(out, *prompt)
-	text := decoder.NewTextStream(tok, ids)
+	if !*asChat {
+		fmt.Fprint(out, *prompt)
+	}
+	stream := decoder.NewTextStream(tok, ids)
 	smp := sample.New(sopts)
 	emit := func(id int32) bool {
-		fmt.Fprint(out, text.Add(id))
+		fmt.Fprint(out, stream.Add(id))
 		return true
 	}
 	gopts := decoder.GenerateOptions{MaxTokens: *n, Batch: *df.batch, Sampler: smp, IsEOG: tok.IsEOG}
@@ -189,11 +203,29 @@ func runGenerate(args []string) error {
 	} else {
 		st, err = m.Generate(cache, ids, gopts, emit)
 	}
-	fmt.Fprintln(out, text.Flush())
+	fmt.Fprintln(out, stream.Flush())
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "prefill: %d tokens in %.3f s, %.2f tokens/s\n", st.PromptTokens, st.Prefill.Seconds(), float64(st.PromptTokens)/st.Prefill.Seconds())
 	fmt.Fprintf(os.Stderr, "decode:  %d tokens in %.3f s, %.2f tokens/s\n", st.Generated, st.Decode.Seconds(), float64(st.Generated)/st.Decode.Seconds())
 	return nil
+}
+
+// chatPrompt renders a one-shot chat (an optional system message and the
+// user's) with the model's own chat template (ChatML for a model without
+// one, as llama.cpp), ending with the opening of the assistant's turn.
+func chatPrompt(c fs.Config, tok decoder.Tokenizer, system, user string) (string, error) {
+	t, err := chat.Parse(c.String("tokenizer.chat_template"))
+	if err != nil {
+		return "", fmt.Errorf("-chat: the model's chat template does not parse: %w", err)
+	}
+	var msgs []chat.Message
+	if system != "" {
+		msgs = append(msgs, chat.Message{Role: "system", Content: system})
+	}
+	msgs = append(msgs, chat.Message{Role: "user", Content: user})
+	o := chat.ModelOptions(c, tok)
+	o.AddGenerationPrompt = true
+	return t.Render(msgs, o)
 }

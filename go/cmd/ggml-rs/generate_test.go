@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -100,4 +102,68 @@ func TestBenchSpec(t *testing.T) {
 	if status, _, errs := capture(t, "bench-spec", modelPath(t, "qwen3-small-q8_0"), "-rates", "1.5"); status == 0 || !strings.Contains(errs, "not a rate from 0 to 1") {
 		t.Errorf("-rates 1.5: status %d, stderr %q", status, errs)
 	}
+}
+
+// smolLM2 is the real SmolLM2-135M-Instruct (make fetch-smollm2; the
+// Makefile passes its path as GGML_RS_SMOLLM2, and a missing file is then
+// a failure).
+func smolLM2(t *testing.T) string {
+	path := os.Getenv("GGML_RS_SMOLLM2")
+	if path == "" {
+		t.Skip("GGML_RS_SMOLLM2 is not set (make test sets it)")
+	}
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("GGML_RS_SMOLLM2: %v", err)
+	}
+	return path
+}
+
+// generate -chat renders the message with the model's own template: on
+// SmolLM2 (ChatML with a default system message) it gives the tokens of
+// the prompt written out by hand, stops at the end of the assistant's turn
+// (<|im_end|>) well before -n, and prints only the answer; -system
+// replaces the default system message.
+func TestGenerateChat(t *testing.T) {
+	path := smolLM2(t)
+	const q = "Give me three tips for a good night's sleep."
+	for _, c := range []struct{ system, sysText string }{
+		{"", "You are a helpful AI assistant named SmolLM, trained by Hugging Face"},
+		{"You answer in one line.", "You answer in one line."},
+	} {
+		args := []string{"generate", "-chat", "-temp", "0", "-n", "200", path, q}
+		if c.system != "" {
+			args = append(args, "-system", c.system)
+		}
+		status, got, errs := capture(t, args...)
+		if status != 0 {
+			t.Fatalf("%v: status %d, stderr %q", args, status, errs)
+		}
+		prompt := "<|im_start|>system\n" + c.sysText + "<|im_end|>\n<|im_start|>user\n" + q + "<|im_end|>\n<|im_start|>assistant\n"
+		status, raw, errs := capture(t, "generate", "-temp", "0", "-n", "200", path, "-p", prompt)
+		if status != 0 {
+			t.Fatalf("raw prompt: status %d, stderr %q", status, errs)
+		}
+		if want := strings.TrimPrefix(raw, prompt); got != want {
+			t.Errorf("-system %q: -chat gives %q, the hand-written prompt %q", c.system, got, want)
+		}
+		if n := decodeCount(t, errs); n >= 200 || n < 5 {
+			t.Errorf("-system %q: %d tokens generated: expected an answer that ends its turn before -n 200", c.system, n)
+		}
+	}
+	if status, _, errs := capture(t, "generate", "-system", "x", path, "-p", "hi"); status == 0 || !strings.Contains(errs, "-system needs -chat") {
+		t.Errorf("-system without -chat: status %d, stderr %q", status, errs)
+	}
+}
+
+// decodeCount reads the generated-token count of generate's stderr.
+func decodeCount(t *testing.T, stderr string) int {
+	var n int
+	i := strings.Index(stderr, "decode:")
+	if i < 0 {
+		t.Fatalf("no decode line in %q", stderr)
+	}
+	if _, err := fmt.Sscanf(stderr[i:], "decode: %d tokens", &n); err != nil {
+		t.Fatalf("decode line %q: %v", stderr[i:], err)
+	}
+	return n
 }
