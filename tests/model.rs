@@ -148,6 +148,31 @@ fn cancelling_a_load_stops_it() {
     std::fs::remove_dir_all(dir).ok();
 }
 
+/// A graph over weights that were never loaded (or whose load was
+/// cancelled) is refused with a clear error, not computed over zeros.
+#[test]
+fn computing_before_the_weights_are_loaded_is_an_error() {
+    let dir = tmpdir("unloaded");
+    let (path, _) = model_file(&dir);
+    let b = Backend::open(Some(&path), &params(true), &Layout::default()).unwrap();
+    let compute = |b: &Backend| {
+        let mut root = Context::new(b, 256).unwrap();
+        let mut inp = root.input();
+        let ids = upload_i32(&mut inp, &[1], &[3]);
+        let emb = root.get_rows(b.get("token_embd.weight").unwrap(), ids).unwrap();
+        root.compute(&[emb])
+    };
+    let e = compute(&b).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::InvalidArgument);
+    assert!(e.message.contains("weights are not loaded (call Load first"), "{}", e.message);
+    b.load(&mut |f| f < 0.5).unwrap_err();
+    let e = compute(&b).unwrap_err();
+    assert!(e.message.contains("weights are incomplete"), "{}", e.message);
+    b.load(&mut |_| true).unwrap();
+    compute(&b).unwrap();
+    std::fs::remove_dir_all(dir).ok();
+}
+
 /// The file is opened again to load: if its path names a named pipe by
 /// then, the load is refused at once instead of waiting for a writer.
 #[test]

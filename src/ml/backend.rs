@@ -4,7 +4,7 @@
 //! is safe.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -91,7 +91,17 @@ pub(crate) struct BackendInner {
     /// that picks each graph's thread count (at most `n_threads`) and the
     /// count the CPU backend has now; read and written under `compute_lock`.
     pub cpu_load: Option<Mutex<(CpuLoad, usize)>>,
+    /// Whether the model's weights hold the file's values: `WEIGHTS_LOADED`
+    /// (or no weights to load), `WEIGHTS_NOT_LOADED` (allocated, never
+    /// loaded: they read as zeros) or `WEIGHTS_INCOMPLETE` (a load is
+    /// running, or was cancelled or failed). Compute refuses all but the
+    /// first, so a forgotten [`Backend::load`] is an error, not zeros.
+    pub weights: AtomicU8,
 }
+
+pub(crate) const WEIGHTS_LOADED: u8 = 0;
+pub(crate) const WEIGHTS_NOT_LOADED: u8 = 1;
+pub(crate) const WEIGHTS_INCOMPLETE: u8 = 2;
 
 impl BackendInner {
     /// Fits the CPU backend's thread count to the CPUs other processes
@@ -363,6 +373,7 @@ impl Backend {
             cancel,
             threadpool: Some(threadpool),
             cpu_load: (params.n_threads == 0 && n_threads > 1).then(|| Mutex::new((CpuLoad::new(n_threads), n_threads))),
+            weights: AtomicU8::new(if n_tensors > 0 && params.alloc_memory { WEIGHTS_NOT_LOADED } else { WEIGHTS_LOADED }),
         };
         unsafe {
             let mut backends: Vec<_> = inner.devices.iter().map(|d| d.backend).collect();
@@ -405,7 +416,10 @@ impl Backend {
             let _guard = inner.compute_lock.lock();
             tp.pause();
         }
-        super::model::load::load(&m.path, m.gguf.tensors(), &m.weights.sources, inner.n_threads.clamp(1, 16), progress)
+        inner.weights.store(WEIGHTS_INCOMPLETE, Ordering::SeqCst);
+        super::model::load::load(&m.path, m.gguf.tensors(), &m.weights.sources, inner.n_threads.clamp(1, 16), progress)?;
+        inner.weights.store(WEIGHTS_LOADED, Ordering::SeqCst);
+        Ok(())
     }
 
     /// Stops the compute in progress at its next node (or, when none is

@@ -668,6 +668,13 @@ impl Context {
         if !inner.alloc_memory {
             return Err(Error::invalid("compute: backend was created without memory allocation"));
         }
+        match inner.weights.load(Ordering::SeqCst) {
+            super::backend::WEIGHTS_LOADED => {}
+            super::backend::WEIGHTS_NOT_LOADED => {
+                return Err(Error::invalid("compute: the model's weights are not loaded (call Load first: ml.Backend.Load in Go, ggml_rs_backend_load in C)"))
+            }
+            _ => return Err(Error::invalid("compute: the model's weights are incomplete (a load is running, or was cancelled or failed)")),
+        }
         // A cancel requested while no compute ran (or during one that no
         // abort callback could stop: Vulkan, CUDA) fails this compute here,
         // before it starts. Without this, a graph with no CPU or RPC node
