@@ -21,8 +21,8 @@ GO_ENV = CGO_CFLAGS="-g -O2 -DGGML_RS_LIB_ID=$$(sha1sum $(CURDIR)/$(LIB) | cut -
 PC_DIR := $(CURDIR)/target/pkgconfig
 export PKG_CONFIG_PATH := $(PC_DIR)$(if $(PKG_CONFIG_PATH),:$(PKG_CONFIG_PATH))
 
-.PHONY: all build run demo runner fetch-minilm fetch-smollm2 install uninstall test test-rust test-c test-go test-clients check-header check-symbols twin-ggml header bindings deps clean bench bench-ops bench-load \
-	parity parity-golden quant-parity llama-ref models vocabs chat-golden jinja-golden ollama llama-server llama-quantize bench-serve bench-barrier \
+.PHONY: all build run demo runner fetch-minilm fetch-smollm2 install uninstall test test-outside test-rust test-c test-go test-clients check-header check-symbols twin-ggml header bindings deps clean bench bench-ops bench-load \
+	parity parity-golden quant-parity llama-ref models vocabs chat-golden jinja-golden schema-golden ollama llama-server llama-quantize bench-serve bench-barrier \
 	vulkan-deps vulkan-build test-vulkan test-vulkan-parity llama-ref-vulkan parity-golden-vulkan
 
 all: build
@@ -201,7 +201,7 @@ uninstall:
 
 # --- tests ---------------------------------------------------------------------
 
-test: build check-header check-symbols test-rust test-c test-go test-clients test-vulkan
+test: build check-header check-symbols test-rust test-c test-go test-clients test-outside test-vulkan
 
 test-rust: $(GGML_STAMP)
 	$(CARGO) test --release -p ggml-rs
@@ -236,6 +236,15 @@ $(CLIENTS_STAMP): tests/clients/requirements.txt | deps
 
 test-clients: runner $(CLIENTS_STAMP) $(MINILM_GGUF) $(MODELS_DIR)/qwen3-small-q8_0.gguf
 	$(CLIENTS_ENV)/bin/python tests/clients/test_clients.py $(RUNNER) $(MODELS_DIR)/qwen3-small-q8_0.gguf $(MINILM_GGUF)
+
+# ggml-rs as a stranger uses it, with no path into this repository: installed
+# into a temporary PREFIX, a C program built with pkg-config, and a
+# throwaway Go module requiring github.com/ggml-rs/ggml-rs/go from a
+# temporary module proxy (and again from vendor/), whose embeddings and
+# greedy text must equal the runner's (tests/outside/run.sh).
+test-outside: runner $(MINILM_GGUF) $(SMOLLM2)
+	$(CARGO) build --release --bin ggml-rs-rpc-server
+	tests/outside/run.sh $(RUNNER) $(MINILM_GGUF) $(SMOLLM2)
 
 check-header:
 	$(CARGO) run -q --release -p gen-header -- --check
@@ -284,7 +293,7 @@ SPEC_ARGS ?= -n 256 -p 32 --draft 3 --rounds 3
 $(LLAMA_STAMP): scripts/fetch-llama.sh scripts/fetch-ggml/Cargo.lock $(wildcard scripts/patches/*.sh) $(wildcard scripts/llama-patches/*.sh)
 	scripts/fetch-llama.sh
 
-$(LLAMA_REF): $(LLAMA_STAMP) tools/llama-ref/CMakeLists.txt tools/llama-ref/main.cpp tools/llama-ref/chat.cpp tools/llama-ref/jinja.cpp | deps
+$(LLAMA_REF): $(LLAMA_STAMP) tools/llama-ref/CMakeLists.txt tools/llama-ref/main.cpp tools/llama-ref/chat.cpp tools/llama-ref/jinja.cpp tools/llama-ref/schema.cpp | deps
 	cmake -S tools/llama-ref -B .cache/llama-build -G Ninja -DCMAKE_BUILD_TYPE=Release -DLLAMA_SRC=$(CURDIR)/.cache/llama.cpp >/dev/null
 	ninja -C .cache/llama-build llama-ref
 
@@ -340,7 +349,7 @@ vocabs: $(GPT2_VOCABS)
 
 # Rewrites tests/golden/ref_*.json and tokens_*.json from the reference
 # (commit them), and the chat-template renderings.
-parity-golden: $(LLAMA_REF) models vocabs chat-golden jinja-golden
+parity-golden: $(LLAMA_REF) models vocabs chat-golden jinja-golden schema-golden
 	python3 scripts/parity.py golden
 	python3 scripts/parity.py tokens-golden
 
@@ -358,6 +367,13 @@ chat-golden: $(LLAMA_REF)
 jinja-golden: $(LLAMA_REF)
 	$(LLAMA_REF) jinja go/chat/jinja/testdata/constructs.json > go/chat/jinja/testdata/golden.json.tmp
 	mv go/chat/jinja/testdata/golden.json.tmp go/chat/jinja/testdata/golden.json
+
+# go/grammar/schema/testdata/golden.json: llama.cpp's json_schema_to_grammar
+# on the schemas of go/grammar/schema/testdata/schemas.json (llama-ref
+# schema; commit it). go/grammar/schema/golden_test.go compares ours.
+schema-golden: $(LLAMA_REF)
+	$(LLAMA_REF) schema go/grammar/schema/testdata/schemas.json > go/grammar/schema/testdata/golden.json.tmp
+	mv go/grammar/schema/testdata/golden.json.tmp go/grammar/schema/testdata/golden.json
 
 # Rewrites tests/golden/vulkan/ref_*.json from the reference on the Vulkan
 # device (commit them).
