@@ -1027,11 +1027,13 @@ int cmd_quantize(int argc, char ** argv) {
 
 int cmd_chat(int argc, char ** argv);  // chat.cpp
 int cmd_jinja(int argc, char ** argv); // jinja.cpp
+int cmd_schema(int argc, char ** argv); // schema.cpp
 
 int main(int argc, char ** argv) {
     if (argc > 1 && std::string(argv[1]) == "quantize") return cmd_quantize(argc, argv);
     if (argc > 1 && std::string(argv[1]) == "chat") return cmd_chat(argc, argv);
     if (argc > 1 && std::string(argv[1]) == "jinja") return cmd_jinja(argc, argv);
+    if (argc > 1 && std::string(argv[1]) == "schema") return cmd_schema(argc, argv);
     Opts o = parse(argc, argv);
     llama_log_set(o.verbose ? verbose_log : quiet_log, nullptr);
     llama_backend_init();
