@@ -21,7 +21,7 @@ GO_ENV = CGO_CFLAGS="-g -O2 -DGGML_RS_LIB_ID=$$(sha1sum $(CURDIR)/$(LIB) | cut -
 PC_DIR := $(CURDIR)/target/pkgconfig
 export PKG_CONFIG_PATH := $(PC_DIR)$(if $(PKG_CONFIG_PATH),:$(PKG_CONFIG_PATH))
 
-.PHONY: all build run demo runner fetch-minilm fetch-smollm2 install uninstall test test-outside test-rust test-c test-go test-clients check-header check-symbols twin-ggml header bindings deps clean bench bench-ops bench-load \
+.PHONY: all build run demo runner fetch-minilm fetch-smollm2 install uninstall dist test-dist test test-outside test-rust test-c test-go test-clients check-header check-symbols twin-ggml header bindings deps clean bench bench-ops bench-load \
 	parity parity-golden quant-parity llama-ref models vocabs chat-golden jinja-golden schema-golden ollama llama-server llama-quantize bench-serve bench-barrier \
 	vulkan-deps vulkan-build test-vulkan test-vulkan-parity llama-ref-vulkan parity-golden-vulkan
 
@@ -198,6 +198,24 @@ install: build runner
 
 uninstall:
 	scripts/install.sh uninstall $(PREFIX) $(DESTDIR)
+
+# The release archive of one x86-64 level (default x86-64-v3: AVX2, FMA),
+# dist/ggml-rs-<version>-linux-x86_64-<v>.tar.gz: scripts/dist.sh. Built
+# in target/dist-<level>, not -march=native (ggml picks CPU variants at run
+# time only as shared libraries, which our private static ggml rules out).
+DIST_LEVEL ?= x86-64-v3
+dist: deps $(GGML_STAMP)
+	scripts/dist.sh $(DIST_LEVEL)
+
+# The archive's own test: unpacked outside the repository, the outside-module
+# test against it (tests/outside/run.sh with its PREFIX), compared with the
+# archive's own ggml-rs.
+DIST_NAME = ggml-rs-$(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)-linux-x86_64-$(subst x86-64-,,$(DIST_LEVEL))
+test-dist: dist $(MINILM_GGUF) $(SMOLLM2)
+	rm -rf /tmp/ggml-rs-dist-test && mkdir -p /tmp/ggml-rs-dist-test
+	tar -C /tmp/ggml-rs-dist-test -xzf dist/$(DIST_NAME).tar.gz
+	OUTSIDE_PREFIX=/tmp/ggml-rs-dist-test/$(DIST_NAME) tests/outside/run.sh \
+	  /tmp/ggml-rs-dist-test/$(DIST_NAME)/bin/ggml-rs $(MINILM_GGUF) $(SMOLLM2)
 
 # --- tests ---------------------------------------------------------------------
 

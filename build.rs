@@ -37,6 +37,26 @@ fn target_dir(out_dir: &Path) -> PathBuf {
         .unwrap_or_else(|| out_dir.join("ggml"))
 }
 
+/// ggml's CPU instruction options for an x86-64 microarchitecture level
+/// (the psABI's: v2 SSE4.2, v3 AVX2/FMA/F16C/BMI2, v4 AVX-512 F/CD/VL/DQ/BW).
+fn x86_64_level(level: &str) -> Option<Vec<(&'static str, bool)>> {
+    let rank = match level {
+        "x86-64-v2" => 2,
+        "x86-64-v3" => 3,
+        "x86-64-v4" => 4,
+        _ => return None,
+    };
+    let mut flags = vec![("GGML_SSE42", true)];
+    for o in ["GGML_AVX", "GGML_AVX2", "GGML_BMI2", "GGML_FMA", "GGML_F16C"] {
+        flags.push((o, rank >= 3));
+    }
+    flags.push(("GGML_AVX512", rank >= 4));
+    for o in ["GGML_AVX_VNNI", "GGML_AVX512_VBMI", "GGML_AVX512_VNNI", "GGML_AVX512_BF16", "GGML_AMX_TILE", "GGML_AMX_INT8", "GGML_AMX_BF16"] {
+        flags.push((o, false));
+    }
+    Some(flags)
+}
+
 fn main() {
     let manifest = PathBuf::from(env::var("CARGO_MANIFEST_DIR").unwrap());
     let out_dir = PathBuf::from(env::var("OUT_DIR").unwrap());
@@ -74,9 +94,20 @@ fn main() {
 
     let native = feature("native");
     let (rpc, cuda, vulkan, metal) = (feature("rpc"), feature("cuda"), feature("vulkan"), feature("metal"));
+    // A portable build's x86-64 level (make dist): GGML_RS_CPU_LEVEL.
+    println!("cargo:rerun-if-env-changed=GGML_RS_CPU_LEVEL");
+    let level = if native { None } else { env::var("GGML_RS_CPU_LEVEL").ok().filter(|l| !l.is_empty()) };
+    let level_flags = level.as_deref().map(|l| {
+        x86_64_level(l).unwrap_or_else(|| panic!("GGML_RS_CPU_LEVEL={l}: x86-64-v2, x86-64-v3 or x86-64-v4"))
+    });
     let key = format!(
-        "n{}r{}c{}v{}m{}",
-        native as u8, rpc as u8, cuda as u8, vulkan as u8, metal as u8
+        "n{}r{}c{}v{}m{}{}",
+        native as u8,
+        rpc as u8,
+        cuda as u8,
+        vulkan as u8,
+        metal as u8,
+        level.as_deref().map(|l| format!("-{l}")).unwrap_or_default()
     );
     let build_dir = target_dir(&out_dir).join("ggml-build").join(key);
 
@@ -107,6 +138,9 @@ fn main() {
         // them local, so the static library could not keep its ggml private
         // (scripts/private-ggml.sh). They become ordinary weak symbols.
         .cxxflag("-fno-gnu-unique");
+    for (option, on) in level_flags.into_iter().flatten() {
+        cfg.define(option, on_off(on));
+    }
     if Command::new("ninja").arg("--version").output().is_ok() {
         cfg.generator("Ninja");
     }

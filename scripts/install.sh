@@ -10,13 +10,20 @@
 # Run by `make install` / `make uninstall`, which build first.
 #
 # Usage: scripts/install.sh install|uninstall PREFIX [DESTDIR]
+# Environment (for make dist): GGML_RS_BUILD, the cargo target folder built
+# (default target); GGML_RS_RUNNER, the ggml-rs program (default
+# go/bin/ggml-rs); GGML_RS_PC_PREFIX, the prefix the .pc files name
+# (default PREFIX; make dist's relocatable '${pcfiledir}/../..').
 set -euo pipefail
 cd "$(dirname "$0")/.."
 action=$1 prefix=$2 destdir=${3:-}
 case $prefix in /*) ;; *) echo "install: PREFIX must be an absolute path (got $prefix)" >&2; exit 2 ;; esac
 root=$destdir$prefix
+build=${GGML_RS_BUILD:-target}
+runner=${GGML_RS_RUNNER:-go/bin/ggml-rs}
+pc_prefix=${GGML_RS_PC_PREFIX:-$prefix}
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
-soname=$(readelf -d target/release/libggml_rs.so 2>/dev/null | sed -n 's/.*Library soname: \[\(.*\)\]/\1/p')
+soname=$(readelf -d "$build/release/libggml_rs.so" 2>/dev/null | sed -n 's/.*Library soname: \[\(.*\)\]/\1/p')
 [ -n "$soname" ] || soname=libggml_rs.so.${version%.*}
 
 # Variants other than the CPU build, from GGML_RS_VARIANTS ("vulkan=DIR
@@ -44,25 +51,26 @@ if [ "$action" = uninstall ]; then
 fi
 [ "$action" = install ] || { echo "usage: $0 install|uninstall PREFIX [DESTDIR]" >&2; exit 2; }
 
-for f in target/static/libggml_rs.a target/release/libggml_rs.so include/ggml_rs.h go/bin/ggml-rs target/release/ggml-rs-rpc-server; do
+for f in "$build/static/libggml_rs.a" "$build/release/libggml_rs.so" include/ggml_rs.h "$runner" "$build/release/ggml-rs-rpc-server"; do
   [ -f "$f" ] || { echo "install: $f is missing (make build runner first)" >&2; exit 1; }
 done
 install -d "$root/include" "$root/lib/pkgconfig" "$root/bin"
 install -m 644 include/ggml_rs.h "$root/include/"
-install -m 644 target/static/libggml_rs.a "$root/lib/"
+install -m 644 "$build/static/libggml_rs.a" "$root/lib/"
 strip --strip-debug "$root/lib/libggml_rs.a"
-install -m 755 target/release/libggml_rs.so "$root/lib/libggml_rs.so.$version"
+install -m 755 "$build/release/libggml_rs.so" "$root/lib/libggml_rs.so.$version"
 strip --strip-debug "$root/lib/libggml_rs.so.$version"
 ln -sfn "libggml_rs.so.$version" "$root/lib/$soname"
 ln -sfn "$soname" "$root/lib/libggml_rs.so"
-scripts/gen-pc.sh "$root/lib/pkgconfig/ggml-rs.pc" cpu "$prefix" '${prefix}/lib' '${prefix}/include' '-L${libdir} -lggml_rs'
+scripts/gen-pc.sh "$root/lib/pkgconfig/ggml-rs.pc" cpu "$pc_prefix" '${prefix}/lib' '${prefix}/include' '-L${libdir} -lggml_rs'
 for i in "${!variants[@]}"; do
   v=${variants[$i]}
   install -m 644 "${variant_dirs[$i]}/libggml_rs.a" "$root/lib/libggml_rs_$v.a"
   strip --strip-debug "$root/lib/libggml_rs_$v.a"
-  scripts/gen-pc.sh "$root/lib/pkgconfig/ggml-rs-$v.pc" "$v" "$prefix" '${prefix}/lib' '${prefix}/include' "-L\${libdir} -lggml_rs_$v"
+  scripts/gen-pc.sh "$root/lib/pkgconfig/ggml-rs-$v.pc" "$v" "$pc_prefix" '${prefix}/lib' '${prefix}/include' "-L\${libdir} -lggml_rs_$v"
 done
-install -m 755 go/bin/ggml-rs target/release/ggml-rs-rpc-server "$root/bin/"
+install -m 755 "$runner" "$build/release/ggml-rs-rpc-server" "$root/bin/"
+strip "$root/bin/ggml-rs" "$root/bin/ggml-rs-rpc-server"
 echo "install: ggml-rs $version (cpu${variants[*]:+ ${variants[*]}}) in $root"
 [ -n "$destdir" ] || case :${PKG_CONFIG_PATH:-}:$(pkg-config --variable pc_path pkg-config 2>/dev/null): in
   *":$prefix/lib/pkgconfig:"*) ;;

@@ -18,28 +18,40 @@
 #   5. the same after `go mod vendor`, built with -mod=vendor.
 #
 # Usage: tests/outside/run.sh RUNNER MINILM_GGUF SMOLLM2_GGUF
+# OUTSIDE_PREFIX=DIR uses an installation already there (an unpacked
+# release archive: make test-dist) instead of installing; KEEP=1 keeps the
+# temporary folder.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 runner=$(realpath "$1") minilm=$(realpath "$2") smollm=$(realpath "$3")
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' "$repo/Cargo.toml" | head -1)
 modpath=github.com/ggml-rs/ggml-rs/go
 tmp=$(mktemp -d /tmp/ggml-rs-outside.XXXXXX)
-cleanup() { chmod -R u+w "$tmp" 2>/dev/null; rm -rf "$tmp"; }
+cleanup() { [ -n "${KEEP:-}" ] && return; chmod -R u+w "$tmp" 2>/dev/null; rm -rf "$tmp"; }
 trap cleanup EXIT
 step() { echo "outside: $*"; }
 
-prefix=$tmp/prefix
-step "install into $prefix"
-"$repo/scripts/install.sh" install "$prefix" >/dev/null
+if [ -n "${OUTSIDE_PREFIX:-}" ]; then # an unpacked release archive (make test-dist)
+  prefix=$(realpath "$OUTSIDE_PREFIX")
+  step "the installation in $prefix"
+else
+  prefix=$tmp/prefix
+  step "install into $prefix"
+  "$repo/scripts/install.sh" install "$prefix" >/dev/null
+fi
 export PKG_CONFIG_PATH=$prefix/lib/pkgconfig
-unset PKG_CONFIG_LIBDIR CGO_CFLAGS
+unset PKG_CONFIG_LIBDIR CGO_CFLAGS LD_LIBRARY_PATH
 
 step "C: cc attention.c \$(pkg-config --cflags --libs ggml-rs) -lm (its own exp)"
 mkdir "$tmp/c"
 cp "$repo/tests/c/attention.c" "$repo/tests/c/check.h" "$tmp/c/"
 (cd "$tmp/c" && cc -std=c11 -O1 -o attention attention.c $(pkg-config --cflags --libs ggml-rs) -lm)
-LD_LIBRARY_PATH=$prefix/lib ldd "$tmp/c/attention" | grep -q "libggml_rs.so.0.1 => $prefix/lib/" ||
-  { echo "outside: attention does not link $prefix/lib's libggml_rs.so:" >&2; ldd "$tmp/c/attention" >&2; exit 1; }
+links() { # $1: the program; true when it loads the PREFIX's libggml_rs.so
+  local deps # (whole, not piped into grep -q: with pipefail, grep's early exit would fail ldd)
+  deps=$(ldd "$1")
+  grep -q "libggml_rs.so.0.1 => $prefix/lib/" <<<"$deps" || { echo "outside: $1 does not load $prefix/lib's libggml_rs.so:" >&2; echo "$deps" >&2; return 1; }
+}
+LD_LIBRARY_PATH=$prefix/lib links "$tmp/c/attention"
 LD_LIBRARY_PATH=$prefix/lib "$tmp/c/attention" | tail -1
 
 step "Go: module proxy with $modpath v$version"
@@ -96,16 +108,16 @@ PY
     exit 1
   fi
   echo "outside: $1: greedy generation equals the runner's: $(head -c 120 "$tmp/got-gen.txt" | tr '\n' ' ')"
-  ldd "$2" | grep -q "libggml_rs.so.0.1 => $prefix/lib/" ||
-    { echo "outside: $1 does not link $prefix/lib's libggml_rs.so:" >&2; ldd "$2" >&2; exit 1; }
+  links "$2" # through its rpath alone (LD_LIBRARY_PATH is not set)
 }
 
 step "Go: build from the module cache"
 (cd "$app" && go mod tidy >/dev/null 2>&1 && go build -o app-mod . )
 dir=$(cd "$app" && go list -m -f '{{.Dir}}' $modpath)
 case $dir in "$tmp/modcache/"*) ;; *) echo "outside: the module came from $dir, not the module cache" >&2; exit 1 ;; esac
-go version -m "$app/app-mod" | grep -q "dep[[:space:]]*$modpath[[:space:]]*v$version" ||
-  { echo "outside: app-mod does not record $modpath v$version" >&2; go version -m "$app/app-mod" >&2; exit 1; }
+info=$(go version -m "$app/app-mod")
+grep -q "dep[[:space:]]*$modpath[[:space:]]*v$version" <<<"$info" ||
+  { echo "outside: app-mod does not record $modpath v$version:" >&2; echo "$info" >&2; exit 1; }
 check "module cache" "$app/app-mod"
 
 step "Go: go mod vendor, build with -mod=vendor"
