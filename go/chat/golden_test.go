@@ -91,7 +91,7 @@ func templateSource(t *testing.T, file string) string {
 func (c conversation) render(tmpl *Template, info templateInfo, now time.Time) (string, error) {
 	msgs := make([]Message, len(c.Messages))
 	for i, m := range c.Messages {
-		msgs[i] = Message{Role: m.Role, Content: m.Content, ReasoningContent: m.ReasoningContent}
+		msgs[i] = Message(m)
 	}
 	o := Options{AddGenerationPrompt: true, BOS: info.BOS, EOS: info.EOS, EnableThinking: c.EnableThinking,
 		Kwargs: c.Kwargs, Now: now}

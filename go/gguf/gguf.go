@@ -50,21 +50,6 @@ func (t ValueType) String() string {
 	return fmt.Sprintf("type%d", uint32(t))
 }
 
-// size is the encoded size of a fixed-size scalar type (0 for others).
-func (t ValueType) size() int {
-	switch t {
-	case TypeUint8, TypeInt8, TypeBool:
-		return 1
-	case TypeUint16, TypeInt16:
-		return 2
-	case TypeUint32, TypeInt32, TypeFloat32:
-		return 4
-	case TypeUint64, TypeInt64, TypeFloat64:
-		return 8
-	}
-	return 0
-}
-
 // KV is one metadata entry.
 type KV struct {
 	Key   string

@@ -128,16 +128,6 @@ func (p *pool) stream(slot int) int {
 	return slot
 }
 
-func (p *pool) free(stream int) int {
-	n := 0
-	for _, c := range p.cells[stream*p.streamSize : (stream+1)*p.streamSize] {
-		if c.seq < 0 {
-			n++
-		}
-	}
-	return n
-}
-
 // remove frees the cells of seq at position from and later.
 func (p *pool) remove(seq, from int) {
 	for i, c := range p.cells {

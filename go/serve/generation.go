@@ -2,7 +2,6 @@ package serve
 
 import (
 	"encoding/json"
-	"errors"
 	"net/http"
 	"time"
 )
@@ -180,6 +179,3 @@ func (st *streamer) done() {
 		}
 	}
 }
-
-// errStreamed marks an error already reported inside a stream.
-var errStreamed = errors.New("reported in the stream")

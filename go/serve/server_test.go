@@ -127,6 +127,9 @@ func TestGenerateAPI(t *testing.T) {
 	// The context of a 12-token generation, continued for 12 more, gives
 	// the 24-token text.
 	code, b = post(t, url+"/api/generate", `{"model":"qwen3-small-q8_0","prompt":"The capital of France","raw":true,"stream":false,"options":{"temperature":0,"num_predict":12}}`)
+	if code != 200 {
+		t.Fatalf("12 tokens: %d %s", code, b)
+	}
 	json.Unmarshal(b, &whole)
 	first := whole["response"].(string)
 	ctx, _ := json.Marshal(whole["context"])

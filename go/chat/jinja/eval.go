@@ -20,9 +20,11 @@ type Limits struct {
 // conversation renders in well under 1% of them).
 var DefaultLimits = Limits{Steps: 5_000_000, CallDepth: 100, StringSize: 32 << 20, TotalBytes: 1 << 30}
 
+// llama.cpp's messages for a loop control outside a loop (the construct
+// tests compare them).
 var (
-	errBreak    = errors.New("Break statement executed")
-	errContinue = errors.New("Continue statement executed")
+	errBreak    = errors.New("Break statement executed")    //lint:ignore ST1005 llama.cpp's text
+	errContinue = errors.New("Continue statement executed") //lint:ignore ST1005 llama.cpp's text
 )
 
 type evaluator struct {

@@ -47,14 +47,6 @@ func constant(v func() Value) builtin {
 	return func(*evaluator, *funcArgs) (Value, error) { return v(), nil }
 }
 
-func str(e *evaluator, a *funcArgs, i int) (string, error) {
-	v, err := a.pos(i)
-	if err != nil {
-		return "", err
-	}
-	return toString(v)
-}
-
 func defaultFn(e *evaluator, a *funcArgs) (Value, error) {
 	if err := a.count(2, 3); err != nil {
 		return nil, err
@@ -505,10 +497,6 @@ func selectAttr(reject bool) builtin {
 		}
 		return out, nil
 	}
-}
-
-func tojsonOf(kind string) builtin {
-	return func(e *evaluator, a *funcArgs) (Value, error) { return tojsonFn(e, a) }
 }
 
 func reprString(e *evaluator, a *funcArgs) (Value, error) {

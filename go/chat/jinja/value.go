@@ -185,14 +185,6 @@ func (o *Object) GetString(k string) (Value, bool) {
 	return v, ok
 }
 
-func (o *Object) copyObject() *Object {
-	c := NewObject()
-	for i, k := range o.keys {
-		_ = c.Set(k, o.vals[i])
-	}
-	return c
-}
-
 func isUndefined(v Value) bool { _, ok := v.(Undefined); return ok }
 func isNone(v Value) bool      { _, ok := v.(None); return ok }
 func isNumber(v Value) bool {
