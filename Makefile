@@ -216,6 +216,7 @@ test-dist: dist $(MINILM_GGUF) $(SMOLLM2)
 	tar -C /tmp/ggml-rs-dist-test -xzf dist/$(DIST_NAME).tar.gz
 	OUTSIDE_PREFIX=/tmp/ggml-rs-dist-test/$(DIST_NAME) tests/outside/run.sh \
 	  /tmp/ggml-rs-dist-test/$(DIST_NAME)/bin/ggml-rs $(MINILM_GGUF) $(SMOLLM2)
+	scripts/dist-emulated.sh $(DIST_LEVEL) /tmp/ggml-rs-dist-test/$(DIST_NAME) $(MINILM_GGUF)
 
 # --- tests ---------------------------------------------------------------------
 
