@@ -160,7 +160,6 @@ func (c *converter) patternToRule(pattern, name string) (rule string, perr *patt
 
 		for i < length {
 			ch := sub[i]
-			c.lim.step()
 			switch {
 			case ch == '.':
 				seq = append(seq, seqItem{[]byte(getDot()), false})

@@ -19,7 +19,7 @@ type Options struct {
 	MaxInputBytes   int // size of the schema text (default 4 MiB)
 	MaxDepth        int // JSON nesting, and recursion through the schema and its $refs (default 1000)
 	MaxGrammarBytes int // size of the grammar written (default 16 MiB)
-	MaxSteps        int // units of work: schema nodes visited, rule-name probes, pattern characters (default 4,000,000)
+	MaxSteps        int // units of work: schema nodes built and visited, rule-name probes (default 1,000,000)
 }
 
 // Default limits.
@@ -27,7 +27,7 @@ const (
 	DefaultMaxInputBytes   = 4 << 20
 	DefaultMaxDepth        = 1000
 	DefaultMaxGrammarBytes = 16 << 20
-	DefaultMaxSteps        = 4_000_000
+	DefaultMaxSteps        = 1_000_000
 )
 
 // ErrLimit is wrapped by the error of a schema past one of the limits.

@@ -10,6 +10,7 @@ json_schema_to_grammar on every case into golden.json.
 """
 import json
 import os
+import random
 
 cases = []
 
@@ -435,6 +436,116 @@ for name, text in {
     "json-escaped-slash": '{"const":"a\\/b"}', "json-exponent-int": '{"const":1e2}', "json-big-negative": '{"const":-9223372036854775809}',
 }.items():
     add(name, text=text)
+
+# --- random combinations (seeded): the generator of a one-off check of 10,000
+# such schemas against llama.cpp, all identical; $refs are kept out of allOf,
+# where a reference back to an enclosing object recurses forever in llama.cpp
+rng = random.Random(28)
+R_NAMES = ["a", "b", "a-b", "root", "string", "x y", "ünï", "", "*", "value", "item", "c1", "kv", "a-kv", "dot", "char", "p"]
+R_PATS = ["^abc$", "^[a-z]+$", "^(a|b){2,3}$", "^\\d$", "^.{1,3}$", "^a.b*c?$", "^(?:x|y)+z$", '^[^"]*$', "abc",
+          "^(ab){2}(cd){2}$", "^\\.\\$$", "^a{,2}b{3,}$", "^(a$", "^*$", "^[0-9]{2}-[0-9]{2}$", '^"a"$', "^$", "^a|b|$"]
+
+
+def r_val(d=0):
+    r = rng.random()
+    if r < 0.2:
+        return rng.choice([0, 1, -1, 42, 2 ** 63 - 1, -2 ** 63, 2 ** 64 - 1])
+    if r < 0.35:
+        return rng.choice([0.5, -1.25, 1e16, 1e-5, 3.0, 1e300])
+    if r < 0.6:
+        return rng.choice(["a", "b", 'x"y', "new\nline", "é", "", "\\"])
+    if r < 0.7:
+        return rng.choice([True, False, None])
+    if d < 2 and r < 0.85:
+        return [r_val(d + 1) for _ in range(rng.randint(0, 3))]
+    if d < 2:
+        return {rng.choice(R_NAMES): r_val(d + 1) for _ in range(rng.randint(0, 3))}
+    return None
+
+
+def r_schema(d, defs, in_allof):
+    if d > 4:
+        return rng.choice([{"type": "string"}, {"type": "integer"}, {}])
+    k = rng.randint(0, 15)
+    if k in (13, 15) and in_allof:
+        k = 6
+    if k == 0:
+        return {}
+    if k == 1:
+        return {"type": rng.choice(["string", "number", "boolean", "null"])}
+    if k == 2:
+        s = {"type": "integer"}
+        for key in rng.sample(["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"], rng.randint(1, 2)):
+            s[key] = rng.choice([0, 1, 5, 9, 10, 99, 100, 105, 999, 1000, 12345, -1, -5, -10, -99, -100, -12345, 2 ** 62, -2 ** 62, 7, 3.5, -2.5])
+        return s
+    if k == 3:
+        s = {"type": "string"}
+        c = rng.randint(0, 3)
+        if c == 0:
+            s["pattern"] = rng.choice(R_PATS)
+        if c == 1:
+            s["format"] = rng.choice(["date", "time", "date-time", "uuid", "email"])
+        if c == 2:
+            s["minLength"] = rng.randint(0, 3)
+        if c == 3:
+            s["maxLength"] = rng.randint(0, 5)
+        return s
+    if k == 4:
+        return {"const": r_val()}
+    if k == 5:
+        return {"enum": [r_val() for _ in range(rng.randint(1, 4))]}
+    if k in (6, 7, 8):
+        props = {}
+        for _ in range(rng.randint(0, 5)):
+            props[rng.choice(R_NAMES)] = r_schema(d + 1, defs, in_allof)
+        s = {"type": "object", "properties": props}
+        if rng.random() < 0.7:
+            s["required"] = rng.sample(list(props) + ["zz"], rng.randint(0, len(props)))
+        r = rng.random()
+        if r < 0.2:
+            s["additionalProperties"] = False
+        elif r < 0.35:
+            s["additionalProperties"] = True
+        elif r < 0.45:
+            s["additionalProperties"] = r_schema(d + 1, defs, in_allof)
+        if rng.random() < 0.1:
+            del s["type"]
+        return s
+    if k == 9:
+        s = {"type": "array", "items": r_schema(d + 1, defs, in_allof)}
+        if rng.random() < 0.5:
+            s["minItems"] = rng.randint(0, 3)
+        if rng.random() < 0.5:
+            s["maxItems"] = rng.randint(0, 4)
+        return s
+    if k == 10:
+        return {"type": "array", "prefixItems": [r_schema(d + 1, defs, in_allof) for _ in range(rng.randint(1, 3))]}
+    if k == 11:
+        return {rng.choice(["anyOf", "oneOf"]): [r_schema(d + 1, defs, in_allof) for _ in range(rng.randint(1, 3))]}
+    if k == 12:
+        return {"allOf": [r_schema(d + 1, defs, True) for _ in range(rng.randint(1, 3))]}
+    if k == 13:
+        name = rng.choice(["A", "B", "C", "My Def"])
+        if name not in defs:
+            defs[name] = None
+            defs[name] = r_schema(d + 1, defs, in_allof)
+        return {"$ref": "#/$defs/" + name}
+    if k == 14:
+        return {"type": rng.sample(["string", "integer", "null", "array", "object"], rng.randint(1, 3))}
+    return {"type": "object", "allOf": [{"$ref": "#/$defs/" + rng.choice(["A", "B"])}, r_schema(d + 1, defs, True)]}
+
+
+for i in range(300):
+    defs = {}
+    s = r_schema(0, defs, False)
+    for k, v in list(defs.items()):
+        if v is None or "$ref" in v:
+            defs[k] = {"type": "string"}
+    for n in ["A", "B"]:
+        defs.setdefault(n, {"type": "object", "properties": {"q": {"type": "integer"}}})
+    s = dict(s)
+    s["$defs"] = defs
+    add("random-%03d" % i, s)
 
 out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "schemas.json")
 with open(out, "w", encoding="utf-8") as f:
