@@ -60,20 +60,6 @@ func (v *jvalue) contains(key string) bool {
 
 func (v *jvalue) at(key string) *jvalue { return v.vals[v.idx[key]] }
 
-// size is nlohmann's size(): elements of an array or object, 0 for null,
-// 1 for a scalar.
-func (v *jvalue) size() int {
-	switch v.k {
-	case jArray:
-		return len(v.arr)
-	case jObject:
-		return len(v.keys)
-	case jNull:
-		return 0
-	}
-	return 1
-}
-
 // withKey is a copy of object v with key set to val (in place when present,
 // appended when not), as `common_json alt = schema; alt[key] = val` does.
 func (v *jvalue) withKey(key string, val *jvalue) *jvalue {
