@@ -60,7 +60,8 @@ func TestWarnings(t *testing.T) {
 	}
 }
 
-// expectLimit converts s and wants an ErrLimit error, within a second.
+// expectLimit converts s and wants an ErrLimit error, quickly (each takes
+// under a second here; the bound leaves room for a loaded machine).
 func expectLimit(t *testing.T, name string, s []byte, opts Options) {
 	t.Helper()
 	start := time.Now()
@@ -70,7 +71,7 @@ func expectLimit(t *testing.T, name string, s []byte, opts Options) {
 		t.Errorf("%s: want ErrLimit, got %v", name, err)
 		return
 	}
-	if el > 2*time.Second {
+	if el > 10*time.Second {
 		t.Errorf("%s: %v to refuse", name, el)
 	}
 	t.Logf("%s (%d bytes): %v in %v", name, len(s), err, el.Round(time.Millisecond))
@@ -176,7 +177,7 @@ func TestLargeLinear(t *testing.T) {
 			t.Errorf("%s: %v", tc.name, err)
 			continue
 		}
-		if el := time.Since(start); el > 3*time.Second {
+		if el := time.Since(start); el > 10*time.Second {
 			t.Errorf("%s: %v", tc.name, el)
 		}
 		t.Logf("%s: %d bytes of grammar in %v", tc.name, len(r.Grammar), time.Since(start).Round(time.Millisecond))
