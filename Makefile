@@ -22,7 +22,7 @@ PC_DIR := $(CURDIR)/target/pkgconfig
 export PKG_CONFIG_PATH := $(PC_DIR)$(if $(PKG_CONFIG_PATH),:$(PKG_CONFIG_PATH))
 
 .PHONY: all build run demo runner fetch-minilm fetch-smollm2 install uninstall dist test-dist test test-outside test-rust test-c test-go test-clients check-header check-symbols twin-ggml header bindings deps clean bench bench-ops bench-load \
-	parity parity-golden quant-parity llama-ref models vocabs chat-golden jinja-golden schema-golden ollama llama-server llama-quantize bench-serve bench-barrier \
+	parity parity-golden quant-parity llama-ref models vocabs chat-golden jinja-golden schema-golden grammar-golden grammar-bench ollama llama-server llama-quantize bench-serve bench-barrier \
 	vulkan-deps vulkan-build test-vulkan test-vulkan-parity llama-ref-vulkan parity-golden-vulkan
 
 all: build
@@ -312,7 +312,7 @@ SPEC_ARGS ?= -n 256 -p 32 --draft 3 --rounds 3
 $(LLAMA_STAMP): scripts/fetch-llama.sh scripts/fetch-ggml/Cargo.lock $(wildcard scripts/patches/*.sh) $(wildcard scripts/llama-patches/*.sh)
 	scripts/fetch-llama.sh
 
-$(LLAMA_REF): $(LLAMA_STAMP) tools/llama-ref/CMakeLists.txt tools/llama-ref/main.cpp tools/llama-ref/chat.cpp tools/llama-ref/jinja.cpp tools/llama-ref/schema.cpp | deps
+$(LLAMA_REF): $(LLAMA_STAMP) tools/llama-ref/CMakeLists.txt tools/llama-ref/main.cpp tools/llama-ref/chat.cpp tools/llama-ref/jinja.cpp tools/llama-ref/schema.cpp tools/llama-ref/grammar.cpp | deps
 	cmake -S tools/llama-ref -B .cache/llama-build -G Ninja -DCMAKE_BUILD_TYPE=Release -DLLAMA_SRC=$(CURDIR)/.cache/llama.cpp >/dev/null
 	ninja -C .cache/llama-build llama-ref
 
@@ -368,7 +368,7 @@ vocabs: $(GPT2_VOCABS)
 
 # Rewrites tests/golden/ref_*.json and tokens_*.json from the reference
 # (commit them), and the chat-template renderings.
-parity-golden: $(LLAMA_REF) models vocabs chat-golden jinja-golden schema-golden
+parity-golden: $(LLAMA_REF) models vocabs chat-golden jinja-golden schema-golden grammar-golden
 	python3 scripts/parity.py golden
 	python3 scripts/parity.py tokens-golden
 
@@ -393,6 +393,24 @@ jinja-golden: $(LLAMA_REF)
 schema-golden: $(LLAMA_REF)
 	$(LLAMA_REF) schema go/grammar/schema/testdata/schemas.json > go/grammar/schema/testdata/golden.json.tmp
 	mv go/grammar/schema/testdata/golden.json.tmp go/grammar/schema/testdata/golden.json
+
+# go/grammar/testdata/golden-*.json: llama.cpp's grammar sampler on the
+# grammars of go/grammar/testdata/corpus.json over four vocabularies
+# (SmolLM2's 49k byte-level BPE, GPT-2's 50k, the generated qwen3's and
+# the SentencePiece llama's): the allowed-token set after each token of
+# seeded random walks, sample texts and byte-split texts (llama-ref
+# grammar; commit them). go/grammar/golden_test.go replays them through
+# ours. `make grammar-bench` times llama.cpp's apply for docs/notes/grammar.md.
+GRAMMAR_VOCABS := smollm2=$(SMOLLM2) gpt2=$(VOCABS_DIR)/gpt2-gpt-2.gguf \
+	qwen3-small=$(MODELS_DIR)/qwen3-small-q8_0.gguf llama-small=$(MODELS_DIR)/llama-small-q8_0.gguf
+grammar-golden: $(LLAMA_REF) $(SMOLLM2) $(SMALL_MODELS) $(GPT2_VOCABS)
+	set -e; for nv in $(GRAMMAR_VOCABS); do n=$${nv%%=*}; \
+	  $(LLAMA_REF) grammar go/grammar/testdata/corpus.json $${nv#*=} $$n 2>/dev/null > go/grammar/testdata/golden-$$n.json.tmp; \
+	  mv go/grammar/testdata/golden-$$n.json.tmp go/grammar/testdata/golden-$$n.json; done
+
+grammar-bench: $(LLAMA_REF) $(SMOLLM2)
+	$(LLAMA_REF) grammar-bench go/grammar/testdata/corpus.json $(SMOLLM2) smollm2 3 2>/dev/null
+	cd go && GGML_RS_SMOLLM2=$(SMOLLM2) $(GO) test -run '^$$' -bench Grammar -benchtime 3x ./grammar/
 
 # Rewrites tests/golden/vulkan/ref_*.json from the reference on the Vulkan
 # device (commit them).

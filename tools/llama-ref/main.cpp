@@ -1028,12 +1028,16 @@ int cmd_quantize(int argc, char ** argv) {
 int cmd_chat(int argc, char ** argv);  // chat.cpp
 int cmd_jinja(int argc, char ** argv); // jinja.cpp
 int cmd_schema(int argc, char ** argv); // schema.cpp
+int cmd_grammar(int argc, char ** argv);       // grammar.cpp
+int cmd_grammar_bench(int argc, char ** argv); // grammar.cpp
 
 int main(int argc, char ** argv) {
     if (argc > 1 && std::string(argv[1]) == "quantize") return cmd_quantize(argc, argv);
     if (argc > 1 && std::string(argv[1]) == "chat") return cmd_chat(argc, argv);
     if (argc > 1 && std::string(argv[1]) == "jinja") return cmd_jinja(argc, argv);
     if (argc > 1 && std::string(argv[1]) == "schema") return cmd_schema(argc, argv);
+    if (argc > 1 && std::string(argv[1]) == "grammar") return cmd_grammar(argc, argv);
+    if (argc > 1 && std::string(argv[1]) == "grammar-bench") return cmd_grammar_bench(argc, argv);
     Opts o = parse(argc, argv);
     llama_log_set(o.verbose ? verbose_log : quiet_log, nullptr);
     llama_backend_init();
