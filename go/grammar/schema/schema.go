@@ -104,28 +104,24 @@ func JSON() string {
 	return g
 }
 
-// OllamaJSON is the grammar Ollama uses for format: "json" (grammarJSON in
-// its llm/server.go): a JSON object, with optional white space.
-const OllamaJSON = `root   ::= object
-value  ::= object | array | string | number | ("true" | "false" | "null") ws
-object ::=
-  "{" ws (
-         string ":" ws value
-    ("," ws string ":" ws value)*
-  )? ws "}"
-array  ::=
-  "[" ws (
-            value
-    ("," ws value)*
-  )? ws "]"
-string ::=
-  "\"" (
-    [^"\\\x7F\x00-\x1F] |
-    "\\" (["\\/bfnrt] | "u" [0-9a-fA-F] [0-9a-fA-F] [0-9a-fA-F] [0-9a-fA-F]) # escapes
-  )* "\""
-number ::= ("-"? ([0-9] | [1-9] [0-9]*)) ("." [0-9]+)? ([eE] [-+]? [0-9]+)?
-# Optional space: by convention, applied in this grammar after literal chars when allowed
-ws ::= ([ \t\n] ws)?
+// OllamaJSON is the language Ollama constrains format: "json" to (its
+// llm/server.go's grammarJSON), written here in our own rules: one JSON
+// object at the root; white space (space, tab, newline) may follow an
+// opening bracket, a colon, a comma or a keyword, and precede a closing
+// bracket, nowhere else. The same language gives the same allowed tokens
+// at every step, so generations match Ollama's.
+const OllamaJSON = `root   ::= obj
+obj    ::= "{" sp ( member ( "," sp member )* )? sp "}"
+member ::= str ":" sp val
+arr    ::= "[" sp ( val ( "," sp val )* )? sp "]"
+val    ::= obj | arr | str | num | kw sp
+kw     ::= "true" | "false" | "null"
+str    ::= "\"" ( plain | "\\" esc )* "\""
+plain  ::= [^"\\\x7F\x00-\x1F]
+esc    ::= ["\\/bfnrt] | "u" hex hex hex hex
+hex    ::= [0-9a-fA-F]
+num    ::= "-"? ( [0-9] | [1-9] [0-9]* ) ( "." [0-9]+ )? ( [eE] [-+]? [0-9]+ )?
+sp     ::= [ \t\n]*
 `
 
 type limits struct {
