@@ -241,12 +241,16 @@ func replaySeq(g *Grammar, v *Vocab, sq goldenSeq) (int, error) {
 		if len(ids) != want.N || fnvIDs(ids) != want.H {
 			return step, fmt.Errorf("step %d (after %v): %d tokens allowed, llama.cpp %d%s", step, sq.Tokens[:step], len(ids), want.N, diffIDs(ids, want.IDs))
 		}
-		slow, err := st.allowedSlow(nil)
-		if err != nil {
-			return step, err
-		}
-		if fnvIDs(slow.IDs()) != want.H {
-			return step, fmt.Errorf("step %d: the per-token algorithm differs from llama.cpp", step)
+		if v.Size() <= 1024 {
+			// the per-token algorithm (the fallback of wide states)
+			// too, where it is cheap
+			slow, err := st.allowedSlow(nil)
+			if err != nil {
+				return step, err
+			}
+			if fnvIDs(slow.IDs()) != want.H {
+				return step, fmt.Errorf("step %d: the per-token algorithm differs from llama.cpp", step)
+			}
 		}
 		if step >= len(sq.Tokens) {
 			break
