@@ -280,8 +280,6 @@ func (w *walker) acceptByStack(st stack, cands []cand) ([]cand, error) {
 	if err := w.a.advance(after, out); err != nil {
 		return nil, err
 	}
-	before := len(next)
-	_ = before
 	remaining := next
 	for _, ns := range out.list {
 		if len(remaining) == 0 {

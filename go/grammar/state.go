@@ -154,14 +154,12 @@ func decodeUTF8(src []byte, p partial, cps []uint32) ([]uint32, partial, bool) {
 	if p.n > 0 && nRemain == 0 {
 		cps = append(cps, value)
 	}
-	start := len(cps)
 	for at(pos) != 0 {
 		first := at(pos)
 		nRemain = lookup[first>>4] - 1
 		if nRemain < 0 {
 			return cps[:0], partial{0, nRemain}, false
 		}
-		_ = start
 		value = uint32(first) & (uint32(1)<<(7-nRemain) - 1)
 		pos++
 		for at(pos) != 0 && nRemain > 0 {

@@ -1,7 +1,6 @@
 package grammar
 
 import (
-	"bytes"
 	"fmt"
 	"sort"
 	"strconv"
@@ -371,5 +370,3 @@ func (v *Vocab) EOG() []int32 {
 	}
 	return out
 }
-
-var _ = bytes.Equal
