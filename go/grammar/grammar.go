@@ -90,14 +90,6 @@ func Compile(text, root string, resolve TokenResolver) (*Grammar, error) {
 	return g, nil
 }
 
-func isCharElem(t uint8) bool {
-	switch t {
-	case tChar, tCharNot, tCharAlt, tRngUpper, tCharAny:
-		return true
-	}
-	return false
-}
-
 // isEnd: pos ends an alternative.
 func (g *Grammar) isEnd(pos int32) bool {
 	t := g.elems[pos].typ

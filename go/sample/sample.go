@@ -5,10 +5,13 @@ package sample
 
 import (
 	"container/heap"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand"
 	"sort"
+
+	"github.com/ggml-rs/ggml-rs/go/grammar"
 )
 
 // Options configure a Sampler. Temperature <= 0 means greedy.
@@ -34,9 +37,22 @@ type Options struct {
 // of draws is reproducible.
 type Sampler struct {
 	Options
+	// Grammar, when set, constrains the tokens drawn (structured output):
+	// Sample never picks a token it refuses, and advances it over each
+	// pick. As llama.cpp's common sampler, the unconstrained pick is
+	// checked first, and only when the grammar refuses it are the refused
+	// tokens' logits set to -Inf and the pick made again (the same tokens
+	// for greedy decoding; a full mask costs more than one check). After a
+	// grammar error (its limits, or no token able to continue) Sample
+	// returns -1 and Err says why.
+	Grammar *grammar.State
+	err     error
 	rng     *rand.Rand
 	history []int32 // accepted tokens, for the penalties
 }
+
+// Err is the grammar's error that made Sample return -1, or nil.
+func (s *Sampler) Err() error { return s.err }
 
 // Validate reports options that make no sense: a temperature that is not
 // a finite number ≥ 0, a negative top-k, a top-p or min-p that is not a
@@ -142,9 +158,48 @@ type cand struct {
 // before orders candidates: more likely first, then lower id.
 func before(a, b cand) bool { return a.p > b.p || a.p == b.p && a.id < b.id }
 
-// Sample picks a token from logits.
+// Sample picks a token from logits (which it does not modify).
 func (s *Sampler) Sample(logits []float32) int32 {
+	if s.err != nil {
+		return -1
+	}
 	logits = s.penalize(logits)
+	if s.Grammar == nil {
+		return s.pick(logits)
+	}
+	id := s.pick(logits)
+	ok, err := s.Grammar.Allows(id)
+	if err == nil && !ok {
+		var m grammar.Mask
+		if m, err = s.Grammar.Allowed(nil); err == nil {
+			if m.Count() == 0 {
+				err = errors.New("grammar: no token of the vocabulary can continue the text here")
+			} else {
+				masked := make([]float32, len(logits))
+				ninf := float32(math.Inf(-1))
+				for i, v := range logits {
+					if m.Has(int32(i)) {
+						masked[i] = v
+					} else {
+						masked[i] = ninf
+					}
+				}
+				id = s.pick(masked)
+			}
+		}
+	}
+	if err == nil {
+		err = s.Grammar.Accept(id)
+	}
+	if err != nil {
+		s.err = err
+		return -1
+	}
+	return id
+}
+
+// pick draws from logits as the options say.
+func (s *Sampler) pick(logits []float32) int32 {
 	if s.Temperature <= 0 || len(logits) == 0 {
 		return Greedy(logits)
 	}
@@ -195,7 +250,14 @@ func (s *Sampler) Sample(logits []float32) int32 {
 			return c.id
 		}
 	}
-	return cs[len(cs)-1].id
+	// Rounding left some mass: the least likely candidate that has any
+	// (never a -Inf logit: a grammar's refused token).
+	for i := len(cs) - 1; i > 0; i-- {
+		if cs[i].p > 0 {
+			return cs[i].id
+		}
+	}
+	return cs[0].id
 }
 
 // candidates returns the finite logits scaled by the temperature, most

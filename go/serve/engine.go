@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ggml-rs/ggml-rs/go/grammar"
 	"github.com/ggml-rs/ggml-rs/go/kvcache"
 	"github.com/ggml-rs/ggml-rs/go/model/decoder"
 	"github.com/ggml-rs/ggml-rs/go/sample"
@@ -209,6 +210,9 @@ func (e *engine) begin(i int, r *genRequest) {
 	s := &sequence{req: r, pending: r.prompt[keep:], sampler: sample.New(r.sampling),
 		detok: decoder.NewTextStream(e.tok, r.prompt), stop: stopper{stops: r.stops}, admitted: now}
 	s.sampler.Accept(r.prompt...)
+	if r.grammar != nil {
+		s.sampler.Grammar = grammar.NewState(r.grammar, r.vocab)
+	}
 	s.stats.PromptTokens = len(r.prompt)
 	s.stats.CachedTokens = keep
 	s.stats.Queued = now.Sub(r.queued)
@@ -308,6 +312,10 @@ func (e *engine) sample(s *sequence, logits []float32, held int) bool {
 		e.observe(s.req, logits)
 	}
 	tok := s.sampler.Sample(logits)
+	if tok < 0 { // the format's grammar failed (its limits, or a dead end)
+		s.finish("", fmt.Errorf("format: %w", s.sampler.Err()))
+		return true
+	}
 	s.sampler.Accept(tok)
 	if e.tok.IsEOG(tok) {
 		s.finish("stop", nil)

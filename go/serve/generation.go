@@ -66,6 +66,11 @@ func (s *Server) startGeneration(r *http.Request, l *loaded, before []int32, pro
 		return nil, badRequest("%v", err)
 	}
 	req := newGenRequest(r.Context(), ids, limit, opts.maxTokens, opts.sampling, opts.stops)
+	if opts.format != "" {
+		if req.grammar, req.vocab, err = l.compileFormat(opts.format); err != nil {
+			return nil, err
+		}
+	}
 	if err := l.eng.submit(req); err != nil {
 		return nil, err
 	}

@@ -88,10 +88,7 @@ func now() string { return time.Now().UTC().Format(time.RFC3339Nano) }
 
 // refuseUnsupported refuses request features this server does not have,
 // rather than ignoring them and answering something else.
-func refuseUnsupported(format json.RawMessage, images int, tools int) error {
-	if f := strings.TrimSpace(string(format)); f != "" && f != "null" && f != `""` {
-		return badRequest("format %s is not supported: this server does not constrain output to JSON or a schema (no grammar sampling); ask for JSON in the prompt instead", clipJSON(format))
-	}
+func refuseUnsupported(images int, tools int) error {
 	if images > 0 {
 		return badRequest("images are not supported: the models served here read text only")
 	}
@@ -131,7 +128,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request) {
 		fail(w, r, err)
 		return
 	}
-	err := s.ollamaCommon(req.Model, req.Format, len(req.Images), 0)
+	err := s.ollamaCommon(req.Model, len(req.Images), 0)
 	if err == nil && req.Template != "" {
 		err = badRequest("template is not supported: the model's own chat template is used (or raw: true)")
 	}
@@ -143,6 +140,9 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request) {
 	var opts genOptions
 	if err == nil {
 		think, keep, opts, err = s.ollamaSettings(req.Think, req.KeepAlive, req.Options)
+	}
+	if err == nil {
+		opts.format, err = ollamaFormat(req.Format)
 	}
 	if err != nil {
 		fail(w, r, err)
@@ -252,14 +252,14 @@ func streamOllama(w http.ResponseWriter, r *http.Request, g *generation, piece f
 }
 
 // ollamaCommon checks what every generation request needs.
-func (s *Server) ollamaCommon(model string, format json.RawMessage, images, tools int) error {
+func (s *Server) ollamaCommon(model string, images, tools int) error {
 	if model == "" {
 		return badRequest("model is required")
 	}
 	if _, ok := s.cat.lookup(model); !ok {
 		return errUnknownModel{model}
 	}
-	return refuseUnsupported(format, images, tools)
+	return refuseUnsupported(images, tools)
 }
 
 // loadOrUnload answers a request with nothing to generate: the model is
@@ -312,7 +312,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		fail(w, r, err)
 		return
 	}
-	err := s.ollamaCommon(req.Model, req.Format, 0, len(req.Tools))
+	err := s.ollamaCommon(req.Model, 0, len(req.Tools))
 	var msgs []message
 	if err == nil {
 		msgs, err = chatMessages(req.Messages)
@@ -322,6 +322,9 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	var opts genOptions
 	if err == nil {
 		think, keep, opts, err = s.ollamaSettings(req.Think, req.KeepAlive, req.Options)
+	}
+	if err == nil {
+		opts.format, err = ollamaFormat(req.Format)
 	}
 	if err != nil {
 		fail(w, r, err)

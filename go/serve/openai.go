@@ -24,20 +24,18 @@ type oaiParams struct {
 	StreamOptions *struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`
-	MaxTokens           *int            `json:"max_tokens"`
-	MaxCompletionTokens *int            `json:"max_completion_tokens"`
-	Temperature         *float64        `json:"temperature"`
-	TopP                *float64        `json:"top_p"`
-	FrequencyPenalty    *float64        `json:"frequency_penalty"`
-	PresencePenalty     *float64        `json:"presence_penalty"`
-	Seed                *int64          `json:"seed"`
-	Stop                json.RawMessage `json:"stop"`
-	N                   *int            `json:"n"`
-	ResponseFormat      *struct {
-		Type string `json:"type"`
-	} `json:"response_format"`
-	Tools    []json.RawMessage `json:"tools"`
-	Logprobs json.RawMessage   `json:"logprobs"`
+	MaxTokens           *int               `json:"max_tokens"`
+	MaxCompletionTokens *int               `json:"max_completion_tokens"`
+	Temperature         *float64           `json:"temperature"`
+	TopP                *float64           `json:"top_p"`
+	FrequencyPenalty    *float64           `json:"frequency_penalty"`
+	PresencePenalty     *float64           `json:"presence_penalty"`
+	Seed                *int64             `json:"seed"`
+	Stop                json.RawMessage    `json:"stop"`
+	N                   *int               `json:"n"`
+	ResponseFormat      *oaiResponseFormat `json:"response_format"`
+	Tools               []json.RawMessage  `json:"tools"`
+	Logprobs            json.RawMessage    `json:"logprobs"`
 }
 
 // options turns the parameters into a generation's options: OpenAI's
@@ -85,9 +83,11 @@ func (p *oaiParams) options() (genOptions, error) {
 	if p.N != nil && *p.N != 1 {
 		return o, badRequest("n %d: only one choice per request is supported", *p.N)
 	}
-	if p.ResponseFormat != nil && p.ResponseFormat.Type != "" && p.ResponseFormat.Type != "text" {
-		return o, badRequest("response_format %q is not supported: this server does not constrain output to JSON or a schema", p.ResponseFormat.Type)
+	format, err := p.ResponseFormat.grammar()
+	if err != nil {
+		return o, err
 	}
+	o.format = format
 	if len(p.Tools) > 0 {
 		return o, badRequest("tools are not supported by this server (tool-free chat only)")
 	}

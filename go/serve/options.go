@@ -16,6 +16,7 @@ type genOptions struct {
 	maxTokens int // <= 0: until the end or the context
 	numCtx    int // 0: the server's
 	stops     []string
+	format    string // GBNF the output must follow (format.go; "": free)
 }
 
 // Limits on stop sequences (OpenAI allows 4; Ollama does not say).

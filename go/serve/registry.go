@@ -42,6 +42,8 @@ type loaded struct {
 	// templateErr: the decoder's chat template does not parse (prompts
 	// is nil); what its chat requests get.
 	templateErr error
+	// gvocab: the vocabulary of format grammars (format.go), built once.
+	gvocab grammarVocab
 
 	// Guarded by the registry's mutex.
 	ready   chan struct{} // closed when loading ends

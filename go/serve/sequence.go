@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/ggml-rs/ggml-rs/go/grammar"
 	"github.com/ggml-rs/ggml-rs/go/model/decoder"
 	"github.com/ggml-rs/ggml-rs/go/sample"
 )
@@ -17,8 +18,11 @@ type genRequest struct {
 	limit     int // context tokens of this sequence (num_ctx, at most the engine's)
 	sampling  sample.Options
 	stops     []string
-	events    chan event // buffered for every event the sequence can send
-	queued    time.Time
+	// grammar (with its vocabulary), when set, constrains the output.
+	grammar *grammar.Grammar
+	vocab   *grammar.Vocab
+	events  chan event // buffered for every event the sequence can send
+	queued  time.Time
 }
 
 // event is a piece of a generation's text, or its end.

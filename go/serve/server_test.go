@@ -162,7 +162,7 @@ func TestErrors(t *testing.T) {
 		{"/api/generate", `{"model":"qwen3-small-q8_0","prompt":"hi","options":{"num_ctx":100000}}`, 400, "num_ctx"},
 		{"/api/generate", `{"model":"qwen3-small-q8_0","prompt":"` + long + `"}`, 400, "does not fit"},
 		{"/api/generate", `{"model":"qwen3-small-q8_0","prompt":"` + strings.Repeat("x", 5000) + `"}`, 413, "larger than"},
-		{"/api/generate", `{"model":"qwen3-small-q8_0","prompt":"hi","format":"json"}`, 400, "format"},
+		{"/api/generate", `{"model":"qwen3-small-q8_0","prompt":"hi","format":"xml"}`, 400, "invalid format"},
 		{"/api/generate", `{"model":"qwen3-small-q8_0","prompt":"hi","context":[99999999]}`, 400, "vocabulary"},
 		{"/api/generate", `{"model":"all-minilm-l6-v2","prompt":"hi"}`, 400, "embedding model"},
 		{"/api/generate", `{"model":"qwen3-small-q8_0","prompt":"hi","keep_alive":"soon"}`, 400, "keep_alive"},
