@@ -21,8 +21,11 @@ import sys
 import time
 import urllib.request
 
+from typing import Literal
+
 import ollama
 import openai
+import pydantic
 
 RUNNER, DECODER, EMBEDDER = sys.argv[1:4]
 DEC = os.path.basename(DECODER)[: -len(".gguf")]
@@ -32,6 +35,12 @@ N = 24
 TEXTS = ["A man is playing a guitar.", "The cat sleeps on the sofa.", "Stock markets fell sharply today."]
 KEY = secrets.token_hex(16)
 AUTH = {"Authorization": f"Bearer {KEY}"}
+
+
+class Pick(pydantic.BaseModel):
+    """A reply whose JSON schema has a finite language."""
+    color: Literal["red", "green", "blue"]
+    count: int = pydantic.Field(ge=1, le=9)
 
 
 def free_port():
@@ -144,6 +153,32 @@ def run_checks(host, want_text, want_embs):
     s2 = ol.generate(model=DEC, prompt=PROMPT, options={"seed": 7, "temperature": 1, "num_predict": 16}).response
     check(s1 == s2, "seeded generations differ")
     print("chat: ok (both APIs, streamed and not, the same text)")
+
+    # Structured output: a Pydantic model's schema through each client's own
+    # way of asking for it (ollama's format=, openai's parse with
+    # response_format=Model); the schema's language is finite, so even the
+    # random weights end inside it and the reply validates.
+    for temp in (0, 1.1):
+        r = ol.chat(model=DEC, messages=msgs, format=Pick.model_json_schema(),
+                    options={"temperature": temp, "seed": 3, "num_predict": 200})
+        check(r.done_reason == "stop", f"ollama format: {r.done_reason} {r.message.content!r}")
+        Pick.model_validate_json(r.message.content)
+    parts = ol.chat(model=DEC, messages=msgs, format=Pick.model_json_schema(), stream=True,
+                    options={"temperature": 0, "num_predict": 200})
+    streamed = "".join(p.message.content for p in parts)
+    check(streamed == ol.chat(model=DEC, messages=msgs, format=Pick.model_json_schema(),
+                              options={"temperature": 0, "num_predict": 200}).message.content, "streamed format differs")
+    parse = oa.chat.completions.parse if hasattr(oa.chat.completions, "parse") else oa.beta.chat.completions.parse
+    p = parse(model=DEC, messages=msgs, response_format=Pick, temperature=0, max_tokens=200)
+    check(p.choices[0].finish_reason == "stop" and isinstance(p.choices[0].message.parsed, Pick), f"openai parse: {p.choices[0]}")
+    j = oa.chat.completions.create(model=DEC, messages=msgs, response_format={"type": "json_object"}, temperature=0, max_tokens=40)
+    check(j.choices[0].finish_reason in ("stop", "length"), f"json_object: {j.choices[0]}")
+    try:
+        ol.chat(model=DEC, messages=msgs, format={"type": "object", "properties": {"a": {"$ref": "#/nowhere"}}})
+        check(False, "a schema with a dangling $ref accepted")
+    except ollama.ResponseError as err:
+        check(err.status_code == 400 and "schema" in err.error, f"ollama bad schema: {err.status_code} {err.error}")
+    print("structured output: ok (Pydantic schemas through both clients validate)")
 
     # Embeddings equal ggml-rs embed's.
     e = ol.embed(model=EMB, input=TEXTS)
