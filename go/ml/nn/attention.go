@@ -40,6 +40,7 @@ func (r RoPE) Apply(ctx ml.Context, t, positions ml.Tensor) ml.Tensor {
 //   - QNorm, KNorm: per-head RMS norms of queries and keys (Qwen3 family);
 //   - RoPE of the first RoPE.Dim values of each head;
 //   - Sinks: one attention-sink logit per head (gpt-oss);
+//   - QScale: queries scaled before the attention (Gemma 3);
 //   - the cache's mask decides causality and any sliding window.
 type Attention struct {
 	Q, K, V, Output Linear
@@ -51,6 +52,10 @@ type Attention struct {
 	NormEps                 float32
 	// Scale multiplies the query·key products; 0 means 1/√HeadDim.
 	Scale float64
+	// QScale, when not 0, multiplies the queries after RoPE, before the
+	// attention (a scale op of its own, as llama.cpp's Gemma 3 graph; the
+	// product is then scaled by Scale, 1 there).
+	QScale float32
 	RoPE  RoPE
 	// KeysBeforeValues adds the keys to the graph before the values, as
 	// llama.cpp's attention over a sliding-window cache does (gpt-oss);
@@ -84,6 +89,9 @@ func (a *Attention) Forward(ctx ml.Context, x ml.Tensor, b *Batch, layer int) ml
 	}
 	q = a.RoPE.Apply(ctx, q, b.Positions)
 	k = a.RoPE.Apply(ctx, k, b.Positions)
+	if a.QScale != 0 {
+		q = q.Scale(ctx, float64(a.QScale))
+	}
 	if a.KeysBeforeValues {
 		ctx.Forward(q, k, v)
 	} else {

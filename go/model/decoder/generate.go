@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"time"
 
 	"github.com/ggml-rs/ggml-rs/go/fs"
@@ -44,6 +45,7 @@ func NewTokenizer(c fs.Config) (Tokenizer, error) {
 		t.AddEOS = c.Bool("tokenizer.ggml.add_eos_token", false)
 		return t, nil
 	case "llama":
+		types, eog := spmEOG(tokens, types)
 		t, err := spm.New(tokens, c.Floats("tokenizer.ggml.scores"), types)
 		if err != nil {
 			return nil, err
@@ -55,11 +57,58 @@ func NewTokenizer(c fs.Config) (Tokenizer, error) {
 		t.AddBOS = c.Bool("tokenizer.ggml.add_bos_token", true)
 		t.AddEOS = c.Bool("tokenizer.ggml.add_eos_token", false)
 		t.AddSpacePrefix = c.Bool("tokenizer.ggml.add_space_prefix", true)
+		if len(eog) > 0 {
+			return &spmTokenizer{t, eog}, nil
+		}
 		return t, nil
 	default:
 		return nil, fmt.Errorf("tokenizer model %q is not supported (gpt2 or llama)", m)
 	}
 }
+
+// spmEOGNames are the texts llama.cpp's vocabulary loader takes for
+// end-of-generation tokens, whatever the vocabulary's kind (package bpe
+// has the same list for byte-level BPE).
+var spmEOGNames = map[string]bool{
+	"<|eot_id|>": true, "<|im_end|>": true, "<|end|>": true, "<|return|>": true, "<|call|>": true,
+	"<|flush|>": true, "<|calls|>": true, "<end_of_turn>": true, "<|endoftext|>": true, "</s>": true,
+	"<|eom_id|>": true, "<EOT>": true, "_<EOT>": true, "[EOT]": true, "[EOS]": true, "<|end_of_text|>": true,
+	"<end_of_utterance>": true, "<eos>": true, "<turn|>": true, "<|tool_response>": true,
+	"<｜end▁of▁sentence｜>": true, "[e~[": true,
+}
+
+// spmEOG applies llama.cpp's loader to a SentencePiece vocabulary's
+// types: a token named as an end of generation (spmEOGNames) that is not
+// a control token becomes one, so that it is split out of a text only
+// with special tokens parsed, and never rendered. Gemma 3's </s> is
+// user-defined in the file and control in llama.cpp. It returns the
+// types (a copy when changed) and those tokens.
+func spmEOG(tokens []string, types []int32) ([]int32, map[int32]bool) {
+	eog := map[int32]bool{}
+	copied := false
+	for i, s := range tokens {
+		if !spmEOGNames[s] {
+			continue
+		}
+		eog[int32(i)] = true
+		if i < len(types) && types[i] != spm.TypeControl {
+			if !copied {
+				types, copied = slices.Clone(types), true
+			}
+			types[i] = spm.TypeControl
+		}
+	}
+	return types, eog
+}
+
+// spmTokenizer is a SentencePiece tokenizer that ends generation at
+// every token llama.cpp takes for an end of generation.
+type spmTokenizer struct {
+	*spm.Tokenizer
+	eog map[int32]bool
+}
+
+func (t *spmTokenizer) IsEOG(id int32) bool { return t.eog[id] || t.Tokenizer.IsEOG(id) }
 
 // Stats are a generation's token counts and times.
 type Stats struct {

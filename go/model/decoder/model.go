@@ -32,13 +32,32 @@ type FFN interface {
 }
 
 // Block is one layer: x += Mixer(rmsnorm(x)·AttnNorm); x +=
-// FFN(rmsnorm(x)·FFNNorm). Cache says what the layer keeps.
+// FFN(rmsnorm(x)·FFNNorm). With AttnPostNorm and FFNPostNorm (Gemma's
+// "sandwich" norms) each branch's output is RMS-normed again before its
+// residual: x += rmsnorm(Mixer(…))·AttnPostNorm, likewise the FFN's.
+// Cache says what the layer keeps.
 type Block struct {
-	AttnNorm ml.Tensor
-	Mixer    Mixer
-	FFNNorm  ml.Tensor
-	FFN      FFN
-	Cache    kvcache.LayerSpec
+	AttnNorm     ml.Tensor
+	Mixer        Mixer
+	AttnPostNorm ml.Tensor // optional
+	FFNNorm      ml.Tensor
+	FFN          FFN
+	FFNPostNorm  ml.Tensor // optional
+	Cache        kvcache.LayerSpec
+}
+
+// postNorm is RMSNorm(h)·w, or h without w.
+func postNorm(ctx ml.Context, h, w ml.Tensor, eps float32) ml.Tensor {
+	if w == nil {
+		return h
+	}
+	return h.RMSNorm(ctx, w, eps)
+}
+
+// ffn is the block's feed-forward branch with its residual: x +
+// post(FFN(rmsnorm(x)·FFNNorm)).
+func (bl *Block) ffn(ctx ml.Context, x ml.Tensor, eps float32) ml.Tensor {
+	return x.Add(ctx, postNorm(ctx, bl.FFN.Forward(ctx, x.RMSNorm(ctx, bl.FFNNorm, eps)), bl.FFNPostNorm, eps))
 }
 
 // Model is a decoder ready to run.
@@ -53,6 +72,12 @@ type Model struct {
 	Blocks         []Block
 	Window         int  // sliding window of SlidingWindow layers
 	MultiPositions bool // positions are 4 rows (multi-section RoPE)
+	// EmbedScale, when not 0, multiplies the token embeddings (Gemma:
+	// √Hidden, as a float32).
+	EmbedScale float32
+	// SoftCap, when not 0, caps the logits: SoftCap·tanh(logits/SoftCap)
+	// (final_logit_softcapping).
+	SoftCap float32
 
 	// NextN makes the model a multi-token-prediction (MTP) head: each
 	// token comes with a hidden state of the main model (Input.Hidden),
@@ -389,6 +414,9 @@ func (m *Model) forward(cache *kvcache.Cache, ub *kvcache.Ubatch, rows []int32, 
 	}
 
 	x := m.TokEmb.Rows(ctx, tok)
+	if m.EmbedScale != 0 {
+		x = x.Scale(ctx, float64(m.EmbedScale))
+	}
 	if m.NextN != nil {
 		hinT = in.FromFloats(hin, m.Hidden, n)
 		h := hinT
@@ -403,8 +431,7 @@ func (m *Model) forward(cache *kvcache.Cache, ub *kvcache.Ubatch, rows []int32, 
 				// Every row's hidden state, from a feed-forward over all
 				// rows; the logits below take the path of a batch
 				// without hidden states, bit for bit.
-				xa := x.Add(ctx, h)
-				xa = xa.Add(ctx, bl.FFN.Forward(ctx, xa.RMSNorm(ctx, bl.FFNNorm, m.Eps)))
+				xa := bl.ffn(ctx, x.Add(ctx, postNorm(ctx, h, bl.AttnPostNorm, m.Eps)), m.Eps)
 				hid = xa.RMSNorm(ctx, m.OutNorm, m.Eps)
 			}
 			// Only some rows' logits are wanted: the last feed-forward
@@ -412,14 +439,17 @@ func (m *Model) forward(cache *kvcache.Cache, ub *kvcache.Ubatch, rows []int32, 
 			// inp_out_ids.
 			h, x = h.Rows(ctx, keepRows), x.Rows(ctx, keepRows)
 		}
-		x = x.Add(ctx, h)
-		x = x.Add(ctx, bl.FFN.Forward(ctx, x.RMSNorm(ctx, bl.FFNNorm, m.Eps)))
+		x = x.Add(ctx, postNorm(ctx, h, bl.AttnPostNorm, m.Eps))
+		x = bl.ffn(ctx, x, m.Eps)
 	}
 	x = x.RMSNorm(ctx, m.OutNorm, m.Eps)
 	if wantHidden && hid == nil {
 		hid = x
 	}
 	out := m.Output.Mulmat(ctx, x)
+	if c := m.SoftCap; c != 0 {
+		out = out.Scale(ctx, float64(1/c)).Tanh(ctx).Scale(ctx, float64(c))
+	}
 	outs := []ml.Tensor{out}
 	if hid != nil {
 		outs = append(outs, hid)
