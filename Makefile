@@ -21,7 +21,7 @@ GO_ENV = CGO_CFLAGS="-g -O2 -DGGML_RS_LIB_ID=$$(sha1sum $(CURDIR)/$(LIB) | cut -
 PC_DIR := $(CURDIR)/target/pkgconfig
 export PKG_CONFIG_PATH := $(PC_DIR)$(if $(PKG_CONFIG_PATH),:$(PKG_CONFIG_PATH))
 
-.PHONY: all build run demo runner fetch-minilm fetch-smollm2 install uninstall dist test-dist test test-outside test-rust test-c test-go test-clients check-header check-symbols twin-ggml header bindings deps clean bench bench-ops bench-load \
+.PHONY: all build run demo runner fetch-minilm fetch-smollm2 install uninstall dist test-dist test test-outside test-ollama ollama-ggml-rs ollama-golden test-rust test-c test-go test-clients check-header check-symbols twin-ggml header bindings deps clean bench bench-ops bench-load \
 	parity parity-golden quant-parity llama-ref models vocabs chat-golden jinja-golden schema-golden grammar-golden grammar-bench ollama llama-server llama-quantize bench-serve bench-barrier \
 	vulkan-deps vulkan-build test-vulkan test-vulkan-parity llama-ref-vulkan parity-golden-vulkan
 
@@ -220,7 +220,7 @@ test-dist: dist $(MINILM_GGUF) $(SMOLLM2)
 
 # --- tests ---------------------------------------------------------------------
 
-test: build check-header check-symbols test-rust test-c test-go test-clients test-outside test-vulkan
+test: build check-header check-symbols test-rust test-c test-go test-clients test-outside test-ollama test-vulkan
 
 test-rust: $(GGML_STAMP)
 	$(CARGO) test --release -p ggml-rs
@@ -484,6 +484,26 @@ SERVE_MODELS ?= $(foreach a,qwen3 llama,.cache/models/$(a)-bench-q4_0.gguf)
 
 ollama:
 	scripts/build-ollama.sh
+
+# Ollama itself on ggml-rs: Ollama's module with its cgo ggml and llama.cpp
+# replaced by ours, no hand edit (scripts/build-ollama-ggml-rs.sh; Go only,
+# a minute or three), then driven as a user drives it against Ollama's own
+# build (tests/ollama/golden.json, make ollama-golden) and our runner
+# (tests/ollama/test_ollama.py). The real SmolLM2 first: the models whose
+# first-token log-probabilities are compared (f16 and q8_0 ones: Q4_0's
+# kernels differ between Ollama's ggml and ours, notes/ollama-on-ggml.md).
+OLLAMA_GGML_RS := .cache/ollama-ggml-rs/0.17.4/ollama
+OLLAMA_TEST_MODELS = $(SMOLLM2) $(MODELS_DIR)/qwen3-small-q8_0.gguf $(MODELS_DIR)/qwen3moe-small-q8_0.gguf \
+	$(MODELS_DIR)/qwen3next-small-q8_0-ollama.gguf $(MODELS_DIR)/qwen35moe-small-q8_0-ollama.gguf $(MODELS_DIR)/qwen35-small-f16-ollama.gguf
+
+ollama-ggml-rs: build
+	scripts/build-ollama-ggml-rs.sh
+
+test-ollama: ollama-ggml-rs runner $(MINILM_GGUF) $(OLLAMA_TEST_MODELS)
+	python3 tests/ollama/test_ollama.py $(OLLAMA_GGML_RS) $(RUNNER) tests/ollama/golden.json $(MINILM_GGUF) $(OLLAMA_TEST_MODELS)
+
+ollama-golden: ollama $(MINILM_GGUF) $(OLLAMA_TEST_MODELS)
+	python3 tests/ollama/test_ollama.py --golden .cache/ollama/0.17.4/ollama tests/ollama/golden.json $(MINILM_GGUF) $(OLLAMA_TEST_MODELS)
 
 llama-server: $(LLAMA_STAMP) | $(PY_STAMP)
 	scripts/build-llama-tools.sh llama-server
