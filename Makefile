@@ -126,7 +126,7 @@ MINILM_GGUF := .cache/all-minilm-l6-v2.gguf
 RUNNER := go/bin/ggml-rs
 # The small generated models of the parity tests (see "parity" below).
 MODELS_DIR := .cache/models
-MODEL_ARCHS := llama qwen3 qwen3moe gpt-oss qwen3next qwen35 qwen35moe
+MODEL_ARCHS := llama qwen3 qwen3moe gpt-oss qwen3next qwen35 qwen35moe gemma3
 SMALL_MODELS := $(foreach a,$(MODEL_ARCHS),$(foreach t,f16 q8_0 q4_0,$(MODELS_DIR)/$(a)-small-$(t).gguf)) \
 	$(foreach a,qwen3next qwen35 qwen35moe,$(MODELS_DIR)/$(a)-small-f32.gguf)
 # Importance matrices of three small models, in llama-imatrix's GGUF format
@@ -367,10 +367,11 @@ $(GPT2_VOCABS) &:
 vocabs: $(GPT2_VOCABS)
 
 # Rewrites tests/golden/ref_*.json and tokens_*.json from the reference
-# (commit them), and the chat-template renderings.
+# (commit them), and the chat-template renderings. ONLY=m1,m2 (model names,
+# e.g. gemma3-small-f16) rewrites those models' files alone.
 parity-golden: $(LLAMA_REF) models vocabs chat-golden jinja-golden schema-golden grammar-golden
-	python3 scripts/parity.py golden
-	python3 scripts/parity.py tokens-golden
+	python3 scripts/parity.py golden $(if $(ONLY),--only $(ONLY))
+	python3 scripts/parity.py tokens-golden $(if $(ONLY),--only $(ONLY))
 
 # go/chat/testdata/golden: llama.cpp's renderings of the chat templates in
 # go/chat/testdata/templates over go/chat/testdata/conversations.json

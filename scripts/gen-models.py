@@ -19,6 +19,13 @@ that llama.cpp (tools/llama-ref) and our Go runner load the same files:
                  FFN, separate beta/alpha projections, tied embeddings and
                  one MTP (nextn) block after the main stack
   qwen35moe      qwen35 with qwen3next's MoE + shared expert, and an MTP block
+  gemma3         Gemma 3's text decoder: embeddings scaled by sqrt(d), q/k
+                 norms, post-attention and post-FFN norms, GeGLU, five
+                 sliding-window layers in six (7 layers: both kinds, and a
+                 window of 16 that the 32- and 128-token prompts cross),
+                 queries wider than d, one KV head, an output head of its
+                 own (as the published 270M Q4_K_M file), final logit
+                 soft-capping
 
 Weight matrices (2-D, and the 3-D expert stacks) are in the file's type, the
 MoE routers (ffn_gate_inp) too, which llama.cpp's converter would keep in F32
@@ -31,7 +38,8 @@ name: the same script and the same numpy/gguf versions
 (scripts/gen-models-requirements.txt) give byte-identical files.
 
 Tokenizers: llama gets a SentencePiece-style ("llama") vocabulary with the
-256 byte tokens; the others get a GPT-2 byte-level BPE ("gpt2"; pre qwen2,
+256 byte tokens, gemma3 one shaped like Gemma's (no space prefix, its
+control tokens, user-defined newline runs and a user-defined </s>); the others get a GPT-2 byte-level BPE ("gpt2"; pre qwen2,
 qwen35 or gpt-4o) with merges. Parity runs feed token ids, so the
 vocabularies only need to be valid.
 
@@ -97,6 +105,32 @@ def spm_vocab(n: int):
         if len(toks) >= n:
             break
         toks.append(p); scores.append(-float(len(toks))); types.append(gguf.TokenType.NORMAL)
+    assert len(toks) == n, "vocabulary too large for the generated pieces"
+    return toks, scores, types
+
+
+def gemma_vocab(n: int):
+    """A SentencePiece vocabulary laid out like Gemma's: <pad> <eos> <bos>
+    <unk> <mask> first, the turn markers as control tokens, newline runs and
+    </s> user-defined (llama.cpp's loader makes </s> a control token), then
+    the byte tokens and pieces."""
+    T = gguf.TokenType
+    head = [("<pad>", T.CONTROL), ("<eos>", T.CONTROL), ("<bos>", T.CONTROL), ("<unk>", T.UNKNOWN),
+            ("<mask>", T.USER_DEFINED), ("<start_of_turn>", T.CONTROL), ("<end_of_turn>", T.CONTROL),
+            ("</s>", T.USER_DEFINED), ("<s>", T.USER_DEFINED), ("\n", T.USER_DEFINED), ("\n\n", T.USER_DEFINED),
+            ("\n\n\n", T.USER_DEFINED)]
+    toks = [t for t, _ in head]
+    types = [ty for _, ty in head]
+    scores = [-1000.0] * len(head)
+    for b in range(256):
+        toks.append(f"<0x{b:02X}>"); scores.append(0.0); types.append(T.BYTE)
+    letters = "etaoinshrdlcumwfgypbvkjxqz"
+    pieces = ["\u2581" + c for c in letters] + list(letters) + ["\u2581"]
+    pieces += ["\u2581" + a + b for a in letters for b in letters]
+    for p in pieces:
+        if len(toks) >= n:
+            break
+        toks.append(p); scores.append(-float(len(toks))); types.append(T.NORMAL)
     assert len(toks) == n, "vocabulary too large for the generated pieces"
     return toks, scores, types
 
@@ -274,6 +308,16 @@ NEW_ARCHS = {
         "bench": dict(n_layer=8, nextn=1, d=1024, n_head=16, n_kv=2, hd=64, n_rot=16, sections=[3, 3, 2, 0],
                       ssm_state=128, nk=4, nv=8, n_expert=32, n_used=4, ffe=192, shexp=512),
     },
+    # Gemma 3 270M-like (d 640, 4 heads of 256, one KV head: queries wider
+    # than d): 7 layers so that the default pattern of 6 gives sliding
+    # layers on both sides of a global one (5), a window of 16 that the
+    # 32- and 128-token sequences cross; output.weight as the published
+    # 270M Q4_K_M file (tied heads: qwen35's models); a final logit
+    # soft-cap (Gemma 2's, and the key llama.cpp reads for Gemma 3 too).
+    "gemma3": {
+        "small": dict(n_layer=7, d=128, n_head=4, n_kv=1, hd=64, ffn=384, swa=16, softcap=30.0),
+        "bench": dict(n_layer=8, d=1152, n_head=4, n_kv=1, hd=256, ffn=6912, swa=512),
+    },
 }
 DELTA_NET = ("qwen3next", "qwen35", "qwen35moe")
 FULL_ATTN_INTERVAL = 4  # layers 3, 7, ... are full attention, the others delta-net
@@ -287,7 +331,8 @@ def write_new_model(path: str, arch: str, size: str, tname: str):
     n_next = h.get("nextn", 0)
     n_rot = h.get("n_rot", hd)
     E, ffe, shexp = h.get("n_expert", 0), h.get("ffe", 0), h.get("shexp", 0)
-    qwen = arch != "gpt-oss"
+    qwen = arch != "gpt-oss"  # eps 1e-6, q/k norms (gemma3 too)
+    gemma = arch == "gemma3"
 
     w = gguf.GGUFWriter(path + ".tmp", arch)
     w.add_name(f"ggml-rs random {model} {tname}")
@@ -304,7 +349,7 @@ def write_new_model(path: str, arch: str, size: str, tname: str):
     w.add_value_length(hd)
     w.add_rope_dimension_count(n_rot)
     w.add_layer_norm_rms_eps(1e-6 if qwen else 1e-5)
-    w.add_rope_freq_base({"qwen3moe": 1e6, "gpt-oss": 150000.0}.get(arch, 1e7))
+    w.add_rope_freq_base({"qwen3moe": 1e6, "gpt-oss": 150000.0, "gemma3": 1e6}.get(arch, 1e7))
     if E:
         w.add_expert_count(E)
         w.add_expert_used_count(h["n_used"])
@@ -316,6 +361,12 @@ def write_new_model(path: str, arch: str, size: str, tname: str):
         w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
         w.add_rope_scaling_factor(32.0)
         w.add_rope_scaling_orig_ctx_len(4096)
+    if gemma:
+        # The pattern (every 6th layer global) and the local RoPE base
+        # (10000) are llama.cpp's defaults, as in the real files.
+        w.add_sliding_window(h["swa"])
+        if "softcap" in h:
+            w.add_final_logit_softcapping(h["softcap"])
     if arch in DELTA_NET:
         w.add_ssm_conv_kernel(4)
         w.add_ssm_state_size(h["ssm_state"])
@@ -327,12 +378,21 @@ def write_new_model(path: str, arch: str, size: str, tname: str):
         w.add_rope_dimension_sections(h["sections"])
     if n_next:
         w.add_nextn_predict_layers(n_next)
-    toks, merges, types, bos, eos = bpe_vocab(V)
-    w.add_tokenizer_model("gpt2")
-    w.add_tokenizer_pre({"gpt-oss": "gpt-4o", "qwen35": "qwen35", "qwen35moe": "qwen35"}.get(arch, "qwen2"))
-    w.add_token_list(toks); w.add_token_types(types); w.add_token_merges(merges)
-    w.add_bos_token_id(bos); w.add_eos_token_id(eos)
-    w.add_add_bos_token(False)
+    if gemma:
+        toks, scores, types = gemma_vocab(V)
+        w.add_tokenizer_model("llama")
+        w.add_tokenizer_pre("default")
+        w.add_token_list(toks); w.add_token_scores(scores); w.add_token_types(types)
+        w.add_bos_token_id(2); w.add_eos_token_id(1); w.add_unk_token_id(3); w.add_pad_token_id(0)
+        w.add_add_bos_token(True); w.add_add_eos_token(False)
+        w.add_add_space_prefix(False)
+    else:
+        toks, merges, types, bos, eos = bpe_vocab(V)
+        w.add_tokenizer_model("gpt2")
+        w.add_tokenizer_pre({"gpt-oss": "gpt-4o", "qwen35": "qwen35", "qwen35moe": "qwen35"}.get(arch, "qwen2"))
+        w.add_token_list(toks); w.add_token_types(types); w.add_token_merges(merges)
+        w.add_bos_token_id(bos); w.add_eos_token_id(eos)
+        w.add_add_bos_token(False)
 
     def mat(name, shape, std):
         """A weight matrix (numpy shape: ggml's ne reversed; 3-D: experts
@@ -417,7 +477,9 @@ def write_new_model(path: str, arch: str, size: str, tname: str):
     # near-tie. With tied embeddings the table is also the output head, so it
     # takes the output's scale (the first layer's norm rescales its input).
     tied = h.get("tied", False)
-    mat("token_embd.weight", (V, d), 3.0 * d ** -0.5 if tied else 1.0)
+    # Gemma multiplies the embeddings by sqrt(d): a table of sd d^-0.5
+    # gives its layers inputs of sd 1.
+    mat("token_embd.weight", (V, d), 3.0 * d ** -0.5 if tied else d ** -0.5 if gemma else 1.0)
     for i in range(L + n_next):
         p = f"blk.{i}."
         norm(p + "attn_norm.weight", d)
@@ -425,6 +487,13 @@ def write_new_model(path: str, arch: str, size: str, tname: str):
             attention(p, False)
             norm(p + "ffn_norm.weight", d)
             moe(p)
+        elif gemma:
+            # The norms as the converters store them: Gemma's (1 + w).
+            attention(p, False)
+            norm(p + "post_attention_norm.weight", d)
+            norm(p + "ffn_norm.weight", d)
+            dense_ffn(p)
+            norm(p + "post_ffw_norm.weight", d)
         elif arch == "gpt-oss":
             attention(p, False)
             f32(p + "attn_q.bias", nh * hd, 0.1)

@@ -21,7 +21,8 @@
                      over the test strings (token_strings(): edge cases and
                      random mixes, some not valid UTF-8) and writes
                      tests/golden/tokens_<name>.json for llama-small-f16
-                     (SentencePiece), qwen3-small-f16 (byte-level BPE,
+                     (SentencePiece), gemma3-small-f16 (SentencePiece laid
+                     out as Gemma's), qwen3-small-f16 (byte-level BPE,
                      pre-tokenizer qwen2) and GPT-2's real vocabulary under
                      five pre-tokenizers (gpt2-<pre>, scripts/gen-vocabs.py);
                      `check` compares both programs' tokenizers with them.
@@ -50,7 +51,11 @@ The tolerances are the Go test's (go/cmd/ggml-rs/parity_test.go), which
 `make test` runs without the reference.
 
 Standard library only. Options: --ref PATH, --ours PATH, --models DIR,
---vocabs DIR, --golden DIR, -t THREADS.
+--vocabs DIR, --golden DIR, -t THREADS, --only MODEL,... (golden,
+tokens-golden, mtp-golden and check: those models alone, e.g.
+--only gemma3-small-f16,gemma3-small-q8_0,gemma3-small-q4_0; the other
+golden files are not rewritten, cpu-features only when the features
+are the same).
 """
 import argparse
 import hashlib
@@ -61,7 +66,7 @@ import subprocess
 import sys
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-ARCHS = ("llama", "qwen3", "qwen3moe", "gpt-oss", "qwen3next", "qwen35", "qwen35moe")
+ARCHS = ("llama", "qwen3", "qwen3moe", "gpt-oss", "qwen3next", "qwen35", "qwen35moe", "gemma3")
 MODELS = [f"{a}-small-{t}" for a in ARCHS for t in ("f16", "q8_0", "q4_0")]
 # F32 weights for the hybrid archs too. llama.cpp's fused delta-net kernel
 # and its unfused graphs (as our fused and primitive paths) round
@@ -170,7 +175,7 @@ def argmax(v):
 # The tokenizer goldens: (name, directory option). The small models' vocabularies
 # are synthetic (512 tokens); gpt2-<pre> is GPT-2's real vocabulary (50257
 # tokens, 50000 merges) under five pre-tokenizers (scripts/gen-vocabs.py).
-TOKEN_VOCABS = [("llama-small-f16", "models"), ("qwen3-small-f16", "models")] + [
+TOKEN_VOCABS = [("llama-small-f16", "models"), ("qwen3-small-f16", "models"), ("gemma3-small-f16", "models")] + [
     (f"gpt2-{p}", "vocabs") for p in ("gpt-2", "llama-bpe", "qwen2", "qwen35", "default")]
 
 
@@ -277,6 +282,8 @@ def tokenize_batch(prog, path, cases):
 def tokens_golden(a):
     cases = [encode_case(c) for c in token_strings()]
     for m, where in TOKEN_VOCABS:
+        if a.only and m not in a.only.split(","):
+            continue
         path = os.path.join(getattr(a, where), m + ".gguf")
         r = tokenize_batch(a.ref, path, cases)
         kept = []
@@ -311,6 +318,13 @@ def check_tokens(prog, path, doc):
 
 def golden(a):
     os.makedirs(a.golden, exist_ok=True)
+    if a.only:
+        # The golden files share one cpu-features: some of them rewritten
+        # on a machine of other features would hold to the wrong ones.
+        here, made = cpu_features(a.ours), golden_cpu(a.golden)
+        if here is None or here != made:
+            raise SystemExit(f"parity: --only needs the golden files' CPU features ({' '.join(made or [])}); "
+                             f"here: {' '.join(here) if here else 'unknown (make runner)'}. Rewrite them all instead")
     for m in MODELS:
         if a.only and m not in a.only.split(","):
             continue
@@ -361,6 +375,8 @@ def golden(a):
     # The CPU features they were made with (ours' ggml and the reference's
     # are the same sources, built for this machine).
     feats = cpu_features(a.ours)
+    if a.only:
+        return  # the same features (checked above)
     if feats is None:
         print("parity: cpu-features not written: go/bin/ggml-rs is not built (make runner)", file=sys.stderr)
         return
@@ -675,7 +691,8 @@ def main():
     ap.add_argument("--vocabs", default=os.path.join(ROOT, ".cache/vocabs"))
     ap.add_argument("--golden", default=os.path.join(ROOT, "tests/golden"))
     ap.add_argument("-t", type=int, default=min(os.cpu_count() or 1, 4))
-    ap.add_argument("--only", default="", help="golden, check: only these models (comma-separated)")
+    ap.add_argument("--only", default="", help="golden, tokens-golden, mtp-golden, check: only these models "
+                    "(comma-separated); the others' golden files are left as they are")
     a = ap.parse_args()
     if a.mode == "golden":
         return golden(a)

@@ -246,8 +246,8 @@ type badCase struct {
 	want []string
 }
 
-// The five architectures' small models.
-var badArchs = []string{"qwen3moe", "gpt-oss", "qwen3next", "qwen35", "qwen35moe"}
+// The six architectures' small models.
+var badArchs = []string{"qwen3moe", "gpt-oss", "qwen3next", "qwen35", "qwen35moe", "gemma3"}
 
 func TestBadModels(t *testing.T) {
 	for _, arch := range badArchs {
@@ -378,6 +378,22 @@ func badCases(t *testing.T, m *ggufFile) []badCase {
 				[]string{"rope_freqs.weight"}},
 			{"rope_freqs of type f16", func(_ *testing.T, m *ggufFile) { m.add("rope_freqs.weight", gguf.TensorF16, rd/2) },
 				[]string{"rope_freqs.weight"}},
+		}...)
+	}
+
+	if a == "gemma3" {
+		cs = append(cs, []badCase{
+			{"missing post-attention norm", func(_ *testing.T, m *ggufFile) { m.drop(blk(1, "post_attention_norm.weight")) },
+				[]string{blk(1, "post_attention_norm.weight")}},
+			{"post-FFN norm of type q8_0", func(t *testing.T, m *ggufFile) { m.retype(t, blk(2, "post_ffw_norm.weight"), gguf.TensorQ8_0) },
+				[]string{blk(2, "post_ffw_norm.weight")}},
+			{"q norm of the wrong length", func(t *testing.T, m *ggufFile) { m.reshape(t, blk(0, "attn_q_norm.weight"), hd+1) },
+				[]string{blk(0, "attn_q_norm.weight")}},
+			{"feed_forward_length wrong", set("feed_forward_length", u32(m.u("feed_forward_length")*2)), []string{blk(0, "ffn_")}},
+			{"feed_forward_length missing", set("feed_forward_length", nil), []string{k("feed_forward_length")}},
+			{"sliding_window_pattern of the wrong length", set("attention.sliding_window_pattern", make([]bool, layers+1)),
+				[]string{k("attention.sliding_window_pattern")}},
+			{"final_logit_softcapping negative", set("final_logit_softcapping", float32(-30)), []string{k("final_logit_softcapping")}},
 		}...)
 	}
 

@@ -384,10 +384,11 @@ func parityCase(t *testing.T, path, name, deltaNet, fa string, doc *goldenDoc) {
 // edge cases and random mixes, some not valid UTF-8) as llama.cpp's
 // llama_tokenize did, with add_special and parse_special both off
 // ("plain") and both on ("special"), and requires identical ids: the small
-// models' synthetic vocabularies (SentencePiece; byte-level BPE with
-// pre-tokenizer qwen2) and GPT-2's real one under five pre-tokenizers.
+// models' synthetic vocabularies (SentencePiece, and SentencePiece laid out
+// as Gemma's: no space prefix, user-defined newlines and </s>; byte-level
+// BPE with pre-tokenizer qwen2) and GPT-2's real one under five pre-tokenizers.
 func TestTokenizerGolden(t *testing.T) {
-	vocabs := []string{"llama-small-f16", "qwen3-small-f16"}
+	vocabs := []string{"llama-small-f16", "gemma3-small-f16", "qwen3-small-f16"}
 	for _, pre := range []string{"gpt-2", "llama-bpe", "qwen2", "qwen35", "default"} {
 		vocabs = append(vocabs, "gpt2-"+pre)
 	}

@@ -72,6 +72,12 @@ func ReadHyper(c fs.Config) (Hyper, error) {
 	h.RopeDim = r.Int("rope.dimension_count", h.HeadDim)
 	h.RopeBaseSWA = r.Float("rope.freq_base_swa", r.Float("rope.local.freq_base", 10000))
 	r.Positive("feed_forward_length", h.FeedForward)
+	if t := r.String("rope.scaling.type", ""); t == "yarn" {
+		// Ollama's converter writes YaRN for some checkpoints; its
+		// parameters are not read here yet, and linear scaling in their
+		// place would be silently wrong.
+		r.Fail("%s %q is not supported for gemma3 yet (linear, none)", r.Key("rope.scaling.type"), t)
+	}
 	r.Heads(h.Heads, h.KVHeads)
 	r.RopeDim(h.RopeDim, h.HeadDim)
 	if h.SoftCap < 0 || math.IsNaN(float64(h.SoftCap)) || math.IsInf(float64(h.SoftCap), 0) {
