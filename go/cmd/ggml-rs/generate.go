@@ -8,6 +8,9 @@ import (
 
 	"github.com/ggml-rs/ggml-rs/go/chat"
 	"github.com/ggml-rs/ggml-rs/go/fs"
+	"github.com/ggml-rs/ggml-rs/go/gguf"
+	"github.com/ggml-rs/ggml-rs/go/grammar"
+	"github.com/ggml-rs/ggml-rs/go/grammar/schema"
 	"github.com/ggml-rs/ggml-rs/go/ml/backend"
 	"github.com/ggml-rs/ggml-rs/go/ml/nn"
 	"github.com/ggml-rs/ggml-rs/go/model"
@@ -107,6 +110,9 @@ func runGenerate(args []string) error {
 	topK := fs.Int("top-k", 40, "sample among the k most likely tokens (0: all)")
 	topP := fs.Float64("top-p", 0.95, "sample among the most likely tokens of this probability mass (1: all)")
 	seed := fs.Int64("seed", -1, "random seed (-1: from the clock)")
+	grammarFile := fs.String("grammar", "", "constrain the output to the GBNF grammar in this file (llama.cpp's grammar language)")
+	jsonSchema := fs.String("json-schema", "", "constrain the output to this JSON schema (inline, or @FILE)")
+	anyJSON := fs.Bool("json", false, "constrain the output to JSON (any value; the grammar of the schema {})")
 	draft := fs.String("draft", "", "speculative decoding: mtp (the model's own MTP head drafts; qwen35, qwen35moe)")
 	draftMax := fs.Int("draft-max", 3, "with -draft: tokens drafted a step, then verified in one batch")
 	df := addDecoderFlags(fs)
@@ -131,7 +137,13 @@ func runGenerate(args []string) error {
 		*seed = nowSeed()
 	}
 	sopts.Seed = *seed
+	gtext, err := outputGrammar(*grammarFile, *jsonSchema, *anyJSON)
+	if err != nil {
+		return err
+	}
 	switch {
+	case gtext != "" && *draft != "":
+		return usagef("-draft does not combine with a grammar (-grammar, -json-schema, -json)")
 	case *draft != "" && *draft != "mtp":
 		return usagef("-draft %q: the only drafter is mtp", *draft)
 	case *draft != "" && *draftMax < 1:
@@ -189,6 +201,11 @@ func runGenerate(args []string) error {
 	}
 	stream := decoder.NewTextStream(tok, ids)
 	smp := sample.New(sopts)
+	if gtext != "" {
+		if smp.Grammar, err = grammarState(pos[0], gtext); err != nil {
+			return err
+		}
+	}
 	emit := func(id int32) bool {
 		fmt.Fprint(out, stream.Add(id))
 		return true
@@ -228,4 +245,58 @@ func chatPrompt(c fs.Config, tok decoder.Tokenizer, system, user string) (string
 	o := chat.ModelOptions(c, tok)
 	o.AddGenerationPrompt = true
 	return t.Render(msgs, o)
+}
+
+// outputGrammar is the GBNF text of generate's -grammar, -json-schema or
+// -json (at most one), or "".
+func outputGrammar(file, jsonSchema string, anyJSON bool) (string, error) {
+	n := 0
+	for _, set := range []bool{file != "", jsonSchema != "", anyJSON} {
+		if set {
+			n++
+		}
+	}
+	switch {
+	case n > 1:
+		return "", usagef("-grammar, -json-schema and -json exclude each other")
+	case file != "":
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return "", fmt.Errorf("-grammar: %w", err)
+		}
+		return string(b), nil
+	case jsonSchema != "":
+		src := []byte(jsonSchema)
+		if strings.HasPrefix(jsonSchema, "@") {
+			var err error
+			if src, err = os.ReadFile(jsonSchema[1:]); err != nil {
+				return "", fmt.Errorf("-json-schema: %w", err)
+			}
+		}
+		g, err := schema.ToGrammar(src)
+		if err != nil {
+			return "", fmt.Errorf("-json-schema: %w", err)
+		}
+		return g, nil
+	case anyJSON:
+		return schema.JSON(), nil
+	}
+	return "", nil
+}
+
+// grammarState compiles a grammar for the vocabulary of the model at path.
+func grammarState(path, text string) (*grammar.State, error) {
+	f, err := gguf.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	v, resolve, err := grammar.VocabFromGGUF(f)
+	if err != nil {
+		return nil, err
+	}
+	g, err := grammar.Compile(text, "root", resolve)
+	if err != nil {
+		return nil, fmt.Errorf("grammar: %w", err)
+	}
+	return grammar.NewState(g, v), nil
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -166,4 +167,46 @@ func decodeCount(t *testing.T, stderr string) int {
 		t.Fatalf("decode line %q: %v", stderr[i:], err)
 	}
 	return n
+}
+
+// generate -json-schema, -json and -grammar hold the output to them (on the
+// real SmolLM2 the greedy answer ends inside the language and parses);
+// conflicting or bad ones are usage errors before the model loads.
+func TestGenerateWithGrammar(t *testing.T) {
+	path := smolLM2(t)
+	schema := `{"type":"object","properties":{"color":{"type":"string","enum":["red","green","blue"]},` +
+		`"count":{"type":"integer","minimum":1,"maximum":9}},"required":["color","count"]}`
+	status, out, errs := capture(t, "generate", "-chat", "-temp", "0", "-n", "100", "-json-schema", schema, path, "Pick a color and a number.")
+	var v struct {
+		Color string
+		Count int
+	}
+	if status != 0 || json.Unmarshal([]byte(out), &v) != nil || (v.Color != "red" && v.Color != "green" && v.Color != "blue") || v.Count < 1 || v.Count > 9 {
+		t.Fatalf("-json-schema: status %d, %q, %q", status, out, errs)
+	}
+	status, out, errs = capture(t, "generate", "-chat", "-temp", "0.7", "-seed", "3", "-n", "200", "-json", path, "Describe a cat as JSON.")
+	var anyv any
+	if status != 0 || (decodeCount(t, errs) < 200 && json.Unmarshal([]byte(out), &anyv) != nil) {
+		t.Fatalf("-json: status %d, %q, %q", status, out, errs)
+	}
+	gf := filepath.Join(t.TempDir(), "yesno.gbnf")
+	os.WriteFile(gf, []byte(`root ::= ("yes" | "no") "."`), 0o644)
+	status, out, errs = capture(t, "generate", "-chat", "-temp", "0", "-n", "20", "-grammar", gf, path, "Is the sky blue?")
+	if status != 0 || (out != "yes.\n" && out != "no.\n") {
+		t.Fatalf("-grammar: status %d, %q, %q", status, out, errs)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-json", "-grammar", gf}, "exclude each other"},
+		{[]string{"-json-schema", `{"type":5}`}, "-json-schema"},
+		{[]string{"-json", "-draft", "mtp"}, "does not combine"},
+		{[]string{"-grammar", gf + ".missing"}, "-grammar"},
+	} {
+		status, _, errs := capture(t, append([]string{"generate", path, "-p", "hi"}, c.args...)...)
+		if status == 0 || !strings.Contains(errs, c.want) {
+			t.Errorf("%v: status %d, stderr %q", c.args, status, errs)
+		}
+	}
 }

@@ -157,6 +157,9 @@ func (m *Model) Generate(cache *kvcache.Cache, prompt []int32, o GenerateOptions
 	defer func() { st.Decode = time.Since(start) }()
 	for o.MaxTokens <= 0 || st.Generated < o.MaxTokens {
 		tok := o.Sampler.Sample(logits)
+		if tok < 0 { // the sampler's grammar failed
+			return st, o.Sampler.Err()
+		}
 		st.Generated++
 		if !o.IgnoreEOG && o.IsEOG != nil && o.IsEOG(tok) {
 			break
