@@ -655,9 +655,9 @@ ggml_rs_status ggml_rs_ctx_forward(struct ggml_rs_context *c,
  * can be read with ggml_rs_tensor_get until the backend computes another
  * graph. Fails with the first op error recorded on this handle, if any
  * (and forgets it), or with GGML_RS_ERR_OUT_OF_MEMORY, _COMPUTE, _ABORTED,
- * _UNSUPPORTED (an op no device can run), or GGML_RS_ERR_INVALID_ARGUMENT while a
- * model's weights are not loaded (before ggml_rs_backend_load, or after
- * one that was cancelled or failed).
+ * _UNSUPPORTED (an op no device can run), or GGML_RS_ERR_INVALID_ARGUMENT when
+ * the graph reads model weights that are not loaded (before
+ * ggml_rs_backend_load, or after one that was cancelled or failed).
  */
 ggml_rs_status ggml_rs_ctx_compute(struct ggml_rs_context *c,
                                    struct ggml_rs_tensor *const *outputs,

@@ -165,6 +165,13 @@ fn computing_before_the_weights_are_loaded_is_an_error() {
     let e = compute(&b).unwrap_err();
     assert_eq!(e.kind, ErrorKind::InvalidArgument);
     assert!(e.message.contains("weights are not loaded (call Load first"), "{}", e.message);
+    // A graph that reads no weight computes (Ollama's pooling test does so
+    // on a model backend it never loads).
+    let mut root = Context::new(&b, 256).unwrap();
+    let mut inp = root.input();
+    let x = upload(&mut inp, F32, &[4, 1], &[1.0, 2.0, 3.0, 4.0]);
+    let y = root.scale(x, 2.0).unwrap();
+    assert_eq!(eval(&mut root, y), vec![2.0, 4.0, 6.0, 8.0]);
     b.load(&mut |f| f < 0.5).unwrap_err();
     let e = compute(&b).unwrap_err();
     assert!(e.message.contains("weights are incomplete"), "{}", e.message);

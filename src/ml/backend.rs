@@ -94,8 +94,9 @@ pub(crate) struct BackendInner {
     /// Whether the model's weights hold the file's values: `WEIGHTS_LOADED`
     /// (or no weights to load), `WEIGHTS_NOT_LOADED` (allocated, never
     /// loaded: they read as zeros) or `WEIGHTS_INCOMPLETE` (a load is
-    /// running, or was cancelled or failed). Compute refuses all but the
-    /// first, so a forgotten [`Backend::load`] is an error, not zeros.
+    /// running, or was cancelled or failed). Compute refuses a graph that
+    /// reads a weight in all but the first, so a forgotten
+    /// [`Backend::load`] is an error, not zeros.
     pub weights: AtomicU8,
 }
 

@@ -107,6 +107,9 @@ struct Graph {
     version: u64,
     /// The version whose nodes every device was checked to support.
     supported: u64,
+    /// A leaf lives in a model's weight buffer: the compute needs the
+    /// weights loaded.
+    uses_weights: bool,
 }
 
 /// Graph versions, unique in the process (0 is none).
@@ -465,6 +468,7 @@ impl Context {
                 n_leafs: 0,
                 version: next_version(),
                 supported: 0,
+                uses_weights: false,
             });
         }
         Ok(self.graph.as_mut().unwrap())
@@ -489,6 +493,10 @@ impl Context {
                 let r = unsafe { &*p };
                 if is_leaf(r) {
                     leafs += 1;
+                    // SAFETY: a leaf's buffer is null or a live buffer.
+                    if !r.buffer.is_null() && unsafe { sys::ggml_backend_buffer_get_usage(r.buffer) } == sys::GGML_BACKEND_BUFFER_USAGE_WEIGHTS {
+                        g.uses_weights = true;
+                    }
                 } else {
                     nodes += 1;
                 }
@@ -668,7 +676,9 @@ impl Context {
         if !inner.alloc_memory {
             return Err(Error::invalid("compute: backend was created without memory allocation"));
         }
+        let uses_weights = self.graph.as_ref().is_some_and(|g| g.uses_weights);
         match inner.weights.load(Ordering::SeqCst) {
+            _ if !uses_weights => {}
             super::backend::WEIGHTS_LOADED => {}
             super::backend::WEIGHTS_NOT_LOADED => {
                 return Err(Error::invalid("compute: the model's weights are not loaded (call Load first: ml.Backend.Load in Go, ggml_rs_backend_load in C)"))
