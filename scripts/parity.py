@@ -682,9 +682,137 @@ def check(a):
     return 1 if failures else 0
 
 
+# --- real weights ----------------------------------------------------------------
+
+# The real models (fetched outside the clone: scripts/fetch-gemma3.sh,
+# scripts/fetch-smollm2.sh): name -> (file name in the cache, chat template:
+# None for the file's own, else a template file). The Gemma 3 270M file
+# carries no chat template; Gemma's turn format is Gemma 2's published
+# template, which renders a user turn as Gemma 3's does.
+REAL_MODELS = {
+    "gemma3-270m": ("gemma-3-270m-q4_k_m.gguf", "go/chat/testdata/templates/google-gemma-2-2b-it.jinja"),
+    "smollm2-135m": ("SmolLM2-135M-Instruct.Q4_1.gguf", None),
+}
+# Prompts of the logits check: short, a paragraph, and one longer than
+# Gemma 3's 512-token sliding window (its local layers then mask).
+REAL_PROMPTS = [
+    "The capital of France is",
+    "Photosynthesis is the process by which green plants and some other organisms use sunlight to synthesize "
+    "foods from carbon dioxide and water. In plants, it generally involves the green pigment chlorophyll and",
+    " ".join(f"Step {i}: add {i * 7 % 13} apples to the basket, then count them again." for i in range(1, 51)) +
+    " After all of these steps, the number of apples in the basket is",
+]
+REAL_CASES = [("on", 512), ("on", 32), ("off", 512), ("off", 7)]
+REAL_TOP = 64  # the reference's largest logits kept per row
+REAL_CHAT = "Give me three tips for a good night's sleep."
+REAL_GREEDY = 48
+
+
+def gguf_metadata(path, keys):
+    """The values of some string, bool and integer keys of a GGUF file's
+    metadata (standard library only; arrays are skipped)."""
+    import struct
+    out = {}
+    with open(path, "rb") as f:
+        def rd(fmt):
+            return struct.unpack("<" + fmt, f.read(struct.calcsize("<" + fmt)))[0]
+
+        def rstr():
+            return f.read(rd("Q")).decode("utf-8", "replace")
+        sizes = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+        fmts = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
+
+        def value(t):
+            if t == 8:
+                return rstr()
+            if t == 9:
+                et, n = rd("I"), rd("Q")
+                if et == 8:
+                    for _ in range(n):
+                        f.seek(rd("Q"), 1)
+                elif et == 9:
+                    raise ValueError("nested arrays")
+                else:
+                    f.seek(n * sizes[et], 1)
+                return None
+            return rd(fmts[t])
+        if f.read(4) != b"GGUF":
+            raise ValueError(f"{path} is not a GGUF file")
+        rd("I"); rd("Q")
+        for _ in range(rd("Q")):
+            k = rstr()
+            v = value(rd("I"))
+            if k in keys:
+                out[k] = v
+    return out
+
+
+def real_golden(a):
+    """tests/golden/real_<name>.json for the real models: the reference's
+    largest logits of REAL_PROMPTS in each of REAL_CASES, its tokenizer on
+    the tokenizer strings and the prompts, and a chat turn rendered by
+    llama-ref chat, tokenized and continued greedily."""
+    import tempfile
+    cache = os.environ.get("GGML_RS_CACHE", os.path.join(os.path.expanduser("~"), ".cache", "ggml-rs"))
+    for name, (fname, template) in REAL_MODELS.items():
+        if a.only and name not in a.only.split(","):
+            continue
+        path = os.path.join(cache, "models", fname)
+        meta = gguf_metadata(path, {"tokenizer.chat_template"})
+        doc = {"model": name, "file": fname, "made_by": "scripts/parity.py real-golden",
+               "model_sha256": sha256(path),
+               "reference": "llama.cpp from llama-cpp-sys-2 0.1.161 (our ggml patches), tools/llama-ref",
+               "note": f"logits: the reference's {REAL_TOP} largest last-position logits (ids and values) per "
+                       "case (flash attention, n_ubatch); tokens: llama_tokenize plain and special"}
+        prompts = []
+        for text in REAL_PROMPTS:
+            toks = run_json(a.ref, ["tokenize", "-special", path, text])["tokens"]
+            cases = []
+            for fa, ub in REAL_CASES:
+                row = run_json(a.ref, ["logits", "-fa", fa, "-ubatch", str(ub), "-t", str(a.t), path] +
+                               [str(t) for t in toks])["logits"]
+                top = sorted(range(len(row)), key=lambda i: -row[i])[:REAL_TOP]
+                cases.append({"fa": fa, "ubatch": ub, "ids": top, "logits": round6([row[i] for i in top])})
+            prompts.append({"text": text, "tokens": toks, "cases": cases})
+        doc["prompts"] = prompts
+        tcases = [encode_case(c) for c in token_strings()]
+        r = tokenize_batch(a.ref, path, tcases)
+        doc["tokens"] = [{**e, "plain": res["plain"], "special": res["special"]}
+                         for e, res in zip(tcases, r["results"]) if "error" not in res]
+        # The chat turn.
+        with tempfile.TemporaryDirectory() as tmp:
+            tfile = os.path.join(ROOT, template) if template else os.path.join(tmp, "template.jinja")
+            if not template:
+                with open(tfile, "w") as f:
+                    f.write(meta["tokenizer.chat_template"])
+            conv = os.path.join(tmp, "conv.json")
+            with open(conv, "w") as f:
+                json.dump({"conversations": [{"name": "turn", "messages": [{"role": "user", "content": REAL_CHAT}]}]}, f)
+            # The BOS the tokenizer adds (none: the empty text gives none).
+            ids = run_json(a.ref, ["tokenize", "-special", path, ""])["tokens"]
+            bos = ids[0] if ids else None
+            rendered = run_json(a.ref, ["chat", tfile, conv])["results"][0]
+        if "error" in rendered:
+            raise SystemExit(f"{name}: llama-ref chat: {rendered['error']}")
+        prompt = rendered["prompt"]
+        ctoks = run_json(a.ref, ["tokenize", "-special", path, prompt])["tokens"]
+        if bos is not None and len(ctoks) > 1 and ctoks[0] == bos and ctoks[1] == bos:
+            # The template wrote the BOS the tokenizer adds: llama.cpp keeps
+            # one (as go/chat's AddBOS).
+            ctoks = ctoks[1:]
+        g = run_json(a.ref, ["greedy", "-n", str(REAL_GREEDY), "-t", str(a.t), path] + [str(t) for t in ctoks])
+        doc["chat"] = {"template": template or "the file's", "user": REAL_CHAT, "prompt": prompt,
+                       "tokens": ctoks, "greedy": g["tokens"]}
+        out = os.path.join(a.golden, f"real_{name}.json")
+        with open(out, "w", encoding="utf-8") as f:
+            json.dump(doc, f, ensure_ascii=False, separators=(",", ":"))
+            f.write("\n")
+        print(f"parity: wrote {os.path.relpath(out, ROOT)} (chat greedy {g['tokens'][:8]}...)")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("mode", choices=["golden", "mtp-golden", "tokens-golden", "check"])
+    ap.add_argument("mode", choices=["golden", "mtp-golden", "tokens-golden", "real-golden", "check"])
     ap.add_argument("--ref", default=os.path.join(ROOT, ".cache/llama-build/llama-ref"))
     ap.add_argument("--ours", default=os.path.join(ROOT, "go/bin/ggml-rs"))
     ap.add_argument("--models", default=os.path.join(ROOT, ".cache/models"))
@@ -700,6 +828,8 @@ def main():
         return mtp_golden(a)
     if a.mode == "tokens-golden":
         return tokens_golden(a)
+    if a.mode == "real-golden":
+        return real_golden(a)
     return check(a)
 
 
