@@ -12,50 +12,11 @@
 //!   states (pixel centres, or corners) and blends in f64: atol 1e-5.
 mod common;
 use common::*;
+use common::arr::{ne_of, Arr};
 
 use ggml_rs::ml::ops::conv::ScaleMode;
 use ggml_rs::ml::{data, Context, ErrorKind, Tensor};
 use ggml_rs::sys;
-
-/// A dense f32 array in ggml order.
-#[derive(Clone)]
-struct Arr {
-    ne: [usize; 4],
-    v: Vec<f32>,
-}
-
-impl Arr {
-    fn zeros(ne: [usize; 4]) -> Arr {
-        Arr { ne, v: vec![0.0; ne.iter().product()] }
-    }
-    fn rand(rng: &mut Rng, ne: [usize; 4]) -> Arr {
-        Arr { ne, v: rng.vec(ne.iter().product()) }
-    }
-    fn at(&self, i0: usize, i1: usize, i2: usize, i3: usize) -> f32 {
-        self.v[idx(self.ne, i0, i1, i2, i3)]
-    }
-    /// Zero outside dims 0 and 1 (padding).
-    fn at_padded(&self, x: i64, y: i64, i2: usize, i3: usize) -> f32 {
-        if x < 0 || y < 0 || x >= self.ne[0] as i64 || y >= self.ne[1] as i64 {
-            0.0
-        } else {
-            self.at(x as usize, y as usize, i2, i3)
-        }
-    }
-    fn set(&mut self, v: f32, i0: usize, i1: usize, i2: usize, i3: usize) {
-        let i = idx(self.ne, i0, i1, i2, i3);
-        self.v[i] = v;
-    }
-    fn f16(&self) -> Arr {
-        Arr { ne: self.ne, v: self.v.iter().map(|&x| f16_round(x)).collect() }
-    }
-    fn shape(&self) -> Vec<i64> {
-        self.ne.iter().map(|&d| d as i64).collect()
-    }
-    fn upload(&self, ctx: &mut Context, dtype: u32) -> Tensor {
-        upload(ctx, dtype, &self.shape(), &self.v)
-    }
-}
 
 fn max_err(a: &[f32], b: &[f32]) -> f32 {
     a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
@@ -63,10 +24,6 @@ fn max_err(a: &[f32], b: &[f32]) -> f32 {
 
 fn out_len(n: usize, k: usize, s: usize, p: usize, d: usize) -> usize {
     (n + 2 * p - d * (k - 1) - 1) / s + 1
-}
-
-fn ne_of(t: Tensor) -> [usize; 4] {
-    t.ne().map(|d| d as usize)
 }
 
 /// Direct 2-D convolution: kernel [KW,KH,IC,OC], input [W,H,IC,N].
@@ -85,11 +42,11 @@ fn conv2d_ref(k: &Arr, x: &Arr, s: [usize; 2], p: [usize; 2], d: [usize; 2]) -> 
                             for kx in 0..kw {
                                 let ix = (ox * s[0] + kx * d[0]) as i64 - p[0] as i64;
                                 let iy = (oy * s[1] + ky * d[1]) as i64 - p[1] as i64;
-                                acc += k.at(kx, ky, c, o) as f64 * x.at_padded(ix, iy, c, b) as f64;
+                                acc += k.at([kx, ky, c, o]) as f64 * x.at_padded(ix, iy, c, b) as f64;
                             }
                         }
                     }
-                    out.set(acc as f32, ox, oy, o, b);
+                    out.set(acc as f32, [ox, oy, o, b]);
                 }
             }
         }
@@ -103,7 +60,7 @@ fn check_conv2d(seed: u64, kne: [usize; 4], xne: [usize; 4], kt: u32, xt: u32, s
     let be = backend();
     let (mut root, mut input) = contexts(&be);
     let mut rng = Rng::new(seed);
-    let (k, x) = (Arr::rand(&mut rng, kne), Arr::rand(&mut rng, xne));
+    let (k, x) = (Arr::rand(&mut rng, kne, F32), Arr::rand(&mut rng, xne, F32));
     let (kt_, xt_) = (k.upload(&mut input, kt), x.upload(&mut input, xt));
     let i32s = |a: [usize; 2]| a.map(|v| v as i32);
     let y = root.conv_2d(kt_, xt_, i32s(s), i32s(p), i32s(d)).unwrap();
@@ -134,7 +91,7 @@ fn conv_2d_views_are_copied_first() {
     let (mut root, mut input) = contexts(&be);
     let mut rng = Rng::new(7);
     // input as a transposed view: stored [H, W, C], viewed [W, H, C].
-    let xs = Arr::rand(&mut rng, [6, 9, 2, 1]);
+    let xs = Arr::rand(&mut rng, [6, 9, 2, 1], F32);
     let xst = xs.upload(&mut input, F32);
     let xv = root.permute(xst, [1, 0, 2, 3]).unwrap();
     assert!(!xv.is_contiguous());
@@ -142,12 +99,12 @@ fn conv_2d_views_are_copied_first() {
     for c in 0..2 {
         for i in 0..9 {
             for j in 0..6 {
-                x.set(xs.at(j, i, c, 0), i, j, c, 0);
+                x.set(xs.at([j, i, c, 0]), [i, j, c, 0]);
             }
         }
     }
     // kernel as a permuted view: stored [KW, KH, OC, IC], viewed [KW, KH, IC, OC].
-    let ks = Arr::rand(&mut rng, [3, 3, 4, 2]);
+    let ks = Arr::rand(&mut rng, [3, 3, 4, 2], F32);
     let kst = ks.upload(&mut input, F16);
     let kv = root.permute(kst, [0, 1, 3, 2]).unwrap();
     let mut k = Arr::zeros([3, 3, 2, 4]);
@@ -155,7 +112,7 @@ fn conv_2d_views_are_copied_first() {
         for c in 0..2 {
             for ky in 0..3 {
                 for kx in 0..3 {
-                    k.set(ks.at(kx, ky, o, c), kx, ky, c, o);
+                    k.set(ks.at([kx, ky, o, c]), [kx, ky, c, o]);
                 }
             }
         }
@@ -190,12 +147,12 @@ fn conv3d_ref(k: &Arr, x: &Arr, ic: usize, s: [usize; 3], p: [usize; 3], d: [usi
                                         let ix = (ox * s[0] + kx * d[0]) as i64 - p[0] as i64;
                                         let iy = (oy * s[1] + ky * d[1]) as i64 - p[1] as i64;
                                         let v = x.at_padded(ix, iy, iz as usize, b * ic + c);
-                                        acc += k.at(kx, ky, kz, f * ic + c) as f64 * v as f64;
+                                        acc += k.at([kx, ky, kz, f * ic + c]) as f64 * v as f64;
                                     }
                                 }
                             }
                         }
-                        out.set(acc as f32, ox, oy, oz, b * oc + f);
+                        out.set(acc as f32, [ox, oy, oz, b * oc + f]);
                     }
                 }
             }
@@ -209,7 +166,7 @@ fn check_conv3d(seed: u64, kne: [usize; 4], xne: [usize; 4], ic: usize, kt: u32,
     let be = backend();
     let (mut root, mut input) = contexts(&be);
     let mut rng = Rng::new(seed);
-    let (k, x) = (Arr::rand(&mut rng, kne), Arr::rand(&mut rng, xne));
+    let (k, x) = (Arr::rand(&mut rng, kne, F32), Arr::rand(&mut rng, xne, F32));
     let (kt_, xt_) = (k.upload(&mut input, kt), x.upload(&mut input, F32));
     let i32s = |a: [usize; 3]| a.map(|v| v as i32);
     let y = root.conv_3d(kt_, xt_, ic as i64, i32s(s), i32s(p), i32s(d)).unwrap();
@@ -241,9 +198,9 @@ fn conv1d_dw_ref(k: &Arr, x: &Arr, s: usize, p: usize, d: usize) -> Arr {
             let mut acc = 0f64;
             for t in 0..kk {
                 let i = (o * s + t * d) as i64 - p as i64;
-                acc += k.at(t, 0, j, 0) as f64 * x.at_padded(i, (j / m) as i64, 0, 0) as f64;
+                acc += k.at([t, 0, j, 0]) as f64 * x.at_padded(i, (j / m) as i64, 0, 0) as f64;
             }
-            out.set(acc as f32, o, j, 0, 0);
+            out.set(acc as f32, [o, j, 0, 0]);
         }
     }
     out
@@ -254,7 +211,7 @@ fn check_conv1d_dw(seed: u64, kne: [usize; 4], xne: [usize; 4], kt: u32, xt: u32
     let be = backend();
     let (mut root, mut input) = contexts(&be);
     let mut rng = Rng::new(seed);
-    let (k, x) = (Arr::rand(&mut rng, kne), Arr::rand(&mut rng, xne));
+    let (k, x) = (Arr::rand(&mut rng, kne, F32), Arr::rand(&mut rng, xne, F32));
     let (kt_, xt_) = (k.upload(&mut input, kt), x.upload(&mut input, xt));
     let y = root.conv_1d_dw(kt_, xt_, s as i32, p as i32, d as i32).unwrap();
     let want = conv1d_dw_ref(&k.f16(), &x.f16(), s, p, d);
@@ -285,7 +242,7 @@ fn im2col_ref(kw: usize, kh: usize, x: &Arr, s: [usize; 2], p: [usize; 2], d: [u
                         for kx in 0..kw {
                             let ix = (ox * s[0] + kx * d[0]) as i64 - p[0] as i64;
                             let iy = (oy * s[1] + ky * d[1]) as i64 - p[1] as i64;
-                            out.set(x.at_padded(ix, iy, c, b), c * kh * kw + ky * kw + kx, ox, oy, b);
+                            out.set(x.at_padded(ix, iy, c, b), [c * kh * kw + ky * kw + kx, ox, oy, b]);
                         }
                     }
                 }
@@ -310,7 +267,7 @@ fn im2col_matches_reference_exactly() {
     for (i, (kne, xne, s, p, d)) in cases.into_iter().enumerate() {
         let (mut root, mut input) = contexts(&be);
         let mut rng = Rng::new(30 + i as u64);
-        let x = Arr::rand(&mut rng, xne);
+        let x = Arr::rand(&mut rng, xne, F32);
         let xt = x.upload(&mut input, F32);
         // Only the kernel's shape matters: an f16 tensor of zeros.
         let k = input.zeros(F16, &kne.map(|v| v as i64)).unwrap();
@@ -324,13 +281,13 @@ fn im2col_matches_reference_exactly() {
     // A permuted input (copied first).
     let (mut root, mut input) = contexts(&be);
     let mut rng = Rng::new(39);
-    let xs = Arr::rand(&mut rng, [5, 2, 7, 1]); // [W, C, H]
+    let xs = Arr::rand(&mut rng, [5, 2, 7, 1], F32); // [W, C, H]
     let xv = root.permute(xs.upload(&mut input, F32), [0, 2, 1, 3]).unwrap(); // [W, H, C]
     let mut x = Arr::zeros([5, 7, 2, 1]);
     for c in 0..2 {
         for y in 0..7 {
             for xx in 0..5 {
-                x.set(xs.at(xx, c, y, 0), xx, y, c, 0);
+                x.set(xs.at([xx, c, y, 0]), [xx, y, c, 0]);
             }
         }
     }
@@ -356,7 +313,7 @@ fn avg_pool_ref(x: &Arr, k: usize, s: usize, p: usize) -> Arr {
                             acc += x.at_padded(ix, iy, ch, b) as f64;
                         }
                     }
-                    out.set((acc / (k * k) as f64) as f32, ox, oy, ch, b);
+                    out.set((acc / (k * k) as f64) as f32, [ox, oy, ch, b]);
                 }
             }
         }
@@ -379,7 +336,7 @@ fn avg_pool_2d_matches_reference() {
     for (i, (ne, ty, k, s, p)) in cases.into_iter().enumerate() {
         let (mut root, mut input) = contexts(&be);
         let mut rng = Rng::new(40 + i as u64);
-        let x = Arr::rand(&mut rng, ne);
+        let x = Arr::rand(&mut rng, ne, F32);
         let xt = x.upload(&mut input, ty);
         let y = root.avg_pool_2d(xt, k as i32, s as i32, p as f32).unwrap();
         let xr = if ty == F16 { x.f16() } else { x.clone() };
@@ -396,13 +353,13 @@ fn avg_pool_2d_matches_reference() {
     assert_eq!(eval(&mut root, y), vec![1.0, 2.0, 3.0, 4.0]);
     // A permuted input is copied first.
     let mut rng = Rng::new(49);
-    let xs = Arr::rand(&mut rng, [6, 4, 2, 1]); // [W, H, C] stored as [H, W, C]
+    let xs = Arr::rand(&mut rng, [6, 4, 2, 1], F32); // [W, H, C] stored as [H, W, C]
     let xv = root.permute(xs.upload(&mut input, F32), [1, 0, 2, 3]).unwrap();
     let mut x = Arr::zeros([4, 6, 2, 1]);
     for c in 0..2 {
         for a in 0..6 {
             for b in 0..4 {
-                x.set(xs.at(a, b, c, 0), b, a, c, 0);
+                x.set(xs.at([a, b, c, 0]), [b, a, c, 0]);
             }
         }
     }
@@ -434,7 +391,7 @@ fn interpolate_ref(x: &Arr, ne: [usize; 4], bilinear: bool, align: bool) -> Arr 
             for i1 in 0..ne[1] {
                 for i0 in 0..ne[0] {
                     let v = if !bilinear {
-                        x.at((i0 as f32 / sf[0]) as usize, (i1 as f32 / sf[1]) as usize, j2, j3)
+                        x.at([(i0 as f32 / sf[0]) as usize, (i1 as f32 / sf[1]) as usize, j2, j3])
                     } else {
                         let pos = |i: usize, d: usize| -> (usize, usize, f64) {
                             let c = (i as f32 + off) / sf[d] - off;
@@ -445,11 +402,11 @@ fn interpolate_ref(x: &Arr, ne: [usize; 4], bilinear: bool, align: bool) -> Arr 
                         };
                         let (x0, x1, dx) = pos(i0, 0);
                         let (y0, y1, dy) = pos(i1, 1);
-                        let g = |a: usize, b: usize| x.at(a, b, j2, j3) as f64;
+                        let g = |a: usize, b: usize| x.at([a, b, j2, j3]) as f64;
                         (g(x0, y0) * (1.0 - dx) * (1.0 - dy) + g(x1, y0) * dx * (1.0 - dy) + g(x0, y1) * (1.0 - dx) * dy + g(x1, y1) * dx * dy)
                             as f32
                     };
-                    out.set(v, i0, i1, i2, i3);
+                    out.set(v, [i0, i1, i2, i3]);
                 }
             }
         }
@@ -472,7 +429,7 @@ fn interpolate_matches_reference() {
             for align in [false, true] {
                 let (mut root, mut input) = contexts(&be);
                 let mut rng = Rng::new(50 + i as u64);
-                let x = Arr::rand(&mut rng, xne);
+                let x = Arr::rand(&mut rng, xne, F32);
                 let xt = x.upload(&mut input, F32);
                 let y = root.interpolate(xt, ne.map(|v| v as i64), mode, align).unwrap();
                 assert_eq!(ne_of(y), ne);
@@ -495,12 +452,12 @@ fn interpolate_matches_reference() {
     assert_eq!(data::read_f32(c, "t").unwrap(), vec![1.0, 1.0, 2.0, 2.0]);
     // A transposed view is read through its strides.
     let mut rng = Rng::new(59);
-    let xs = Arr::rand(&mut rng, [3, 5, 1, 1]);
+    let xs = Arr::rand(&mut rng, [3, 5, 1, 1], F32);
     let xv = unsafe { Tensor::from_raw(sys::ggml_transpose(root.ggml_context(), xs.upload(&mut input, F32).as_ptr())) }.unwrap();
     let mut x = Arr::zeros([5, 3, 1, 1]);
     for a in 0..3 {
         for b in 0..5 {
-            x.set(xs.at(a, b, 0, 0), b, a, 0, 0);
+            x.set(xs.at([a, b, 0, 0]), [b, a, 0, 0]);
         }
     }
     let y = root.interpolate(xv, [7, 4, 1, 1], ScaleMode::Bilinear, false).unwrap();

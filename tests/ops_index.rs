@@ -6,6 +6,7 @@ mod common;
 #[path = "common/capi.rs"]
 mod capi_base;
 use common::*;
+use common::arr::{Arr, ne_of, shape_i64};
 
 use ggml_rs::ml::ops::index::check_row_ids;
 use ggml_rs::ml::{data, Backend, Context, ErrorKind, Tensor};
@@ -16,59 +17,6 @@ const Q4_0: u32 = sys::GGML_TYPE_Q4_0;
 const BF16: u32 = sys::GGML_TYPE_BF16;
 const I64: u32 = sys::GGML_TYPE_I64;
 const F64: u32 = sys::GGML_TYPE_F64;
-
-/// A 4-D array in ggml order (`ne[0]` fastest), values as f32.
-#[derive(Clone, Debug, PartialEq)]
-struct Arr {
-    ne: [usize; 4],
-    v: Vec<f32>,
-}
-
-impl Arr {
-    fn from_fn(ne: [usize; 4], mut f: impl FnMut([usize; 4]) -> f32) -> Arr {
-        let mut v = Vec::with_capacity(ne.iter().product());
-        for i3 in 0..ne[3] {
-            for i2 in 0..ne[2] {
-                for i1 in 0..ne[1] {
-                    for i0 in 0..ne[0] {
-                        v.push(f([i0, i1, i2, i3]));
-                    }
-                }
-            }
-        }
-        Arr { ne, v }
-    }
-    fn at(&self, i: [usize; 4]) -> f32 {
-        self.v[idx(self.ne, i[0], i[1], i[2], i[3])]
-    }
-    fn rand(rng: &mut Rng, ne: [usize; 4], dtype: u32) -> Arr {
-        Arr::from_fn(ne, |_| match dtype {
-            F16 => f16_round(rng.f32()),
-            I32 => ((rng.next_u64() % 2001) as i32 - 1000) as f32,
-            _ => rng.f32(),
-        })
-    }
-}
-
-fn shape_i64(ne: [usize; 4]) -> Vec<i64> {
-    ne.iter().map(|&d| d as i64).collect()
-}
-
-fn ne_of(t: Tensor) -> [usize; 4] {
-    t.ne().map(|d| d as usize)
-}
-
-fn up(input: &mut Context, dtype: u32, a: &Arr) -> Tensor {
-    let shape = shape_i64(a.ne);
-    match dtype {
-        I32 => upload_i32(input, &shape, &a.v.iter().map(|&x| x as i32).collect::<Vec<_>>()),
-        I64 => {
-            let bytes: Vec<u8> = a.v.iter().flat_map(|&x| (x as i64).to_le_bytes()).collect();
-            input.from_bytes(I64, &shape, &bytes).unwrap()
-        }
-        _ => upload(input, dtype, &shape, &a.v),
-    }
-}
 
 fn read(t: Tensor) -> Vec<f32> {
     data::read_f32(t, "test").unwrap()
@@ -97,7 +45,7 @@ fn inverse(o: [usize; 4]) -> [usize; 4] {
 
 /// A non-contiguous tensor whose logical values are `a`.
 fn permuted_view(root: &mut Context, input: &mut Context, dtype: u32, a: &Arr, o: [usize; 4]) -> Tensor {
-    let x = up(input, dtype, &ref_permute(a, o));
+    let x = ref_permute(a, o).upload(input, dtype);
     let v = root.permute(x, inverse(o).map(|x| x as i32)).unwrap();
     assert_eq!(ne_of(v), a.ne);
     v
@@ -159,8 +107,8 @@ fn get_rows_matches_reference() {
             let a = Arr::rand(&mut rng, ne, dtype);
             let n = 2 + below(&mut rng, 7);
             let ids = Arr::from_fn([n, ne[2], ne[3], 1], |_| below(&mut rng, ne[1]) as f32);
-            let x = up(&mut input, dtype, &a);
-            let i = up(&mut input, I32, &ids);
+            let x = a.upload(&mut input, dtype);
+            let i = ids.upload(&mut input, I32);
             let g = root.get_rows(x, i).unwrap();
             assert_eq!(g.dtype(), if dtype == I32 { I32 } else { F32 });
             let want = ref_get_rows(&a, &ids);
@@ -174,7 +122,7 @@ fn get_rows_matches_reference() {
             } else {
                 // ids inside a bigger buffer: offset one, rows padded by two
                 let wide = Arr::from_fn([n + 3, ne[2], ne[3], 1], |j| if (1..=n).contains(&j[0]) { ids.at([j[0] - 1, j[1], j[2], 0]) } else { -7.0 });
-                let wi = up(&mut input, I32, &wide);
+                let wi = wide.upload(&mut input, I32);
                 let w = 4 * (n + 3);
                 root.view(wi, 4, &[n as i64, ne[2] as i64, ne[3] as i64], &[w, w * ne[2]]).unwrap()
             };
@@ -189,9 +137,9 @@ fn get_rows_matches_reference() {
         let (mut root, mut input) = fresh(&b);
         let a = Arr::rand(&mut rng, [64, 7, 2, 1], F32);
         let ids = Arr::from_fn([5, 2, 1, 1], |_| below(&mut rng, 7) as f32);
-        let x = up(&mut input, F32, &a);
+        let x = a.upload(&mut input, F32);
         let q = root.cast(x, qt).unwrap();
-        let i = up(&mut input, I32, &ids);
+        let i = ids.upload(&mut input, I32);
         let g = root.get_rows(q, i).unwrap();
         root.compute(&[q, g]).unwrap();
         let deq = Arr { ne: a.ne, v: read(q) };
@@ -227,22 +175,22 @@ fn set_rows_matches_reference() {
             let d0 = Arr::rand(&mut rng, ne_d, if dst_t == F16 { F16 } else { F32 });
             let s = Arr::rand(&mut rng, ne_s, if src_t == F16 { F16 } else { F32 });
             let dst = if dst_t == BF16 {
-                let f = up(&mut input, F32, &d0);
+                let f = d0.upload(&mut input, F32);
                 let z = input.zeros(BF16, &shape_i64(ne_d)).unwrap();
                 let mut tmp = Context::new(&b, 64).unwrap();
                 let c = tmp.cpy(f, z).unwrap();
                 tmp.compute(&[c]).unwrap();
                 z
             } else {
-                up(&mut input, dst_t, &d0)
+                d0.upload(&mut input, dst_t)
             };
             let conv = |x: f32| match dst_t {
                 F16 => f16_round(x),
                 BF16 => bf16_round(x),
                 _ => x,
             };
-            let src = up(&mut input, src_t, &s);
-            let i = up(&mut input, ids_t, &ids);
+            let src = s.upload(&mut input, src_t);
+            let i = ids.upload(&mut input, ids_t);
             let r = root.set_rows(dst, src, i).unwrap();
             assert_eq!(ne_of(r), ne_d);
             let mut want = d0.clone();
@@ -269,7 +217,7 @@ fn set_rows_matches_reference() {
     let (mut root, mut input) = fresh(&b);
     let dst = input.zeros(Q8_0, &[64, 6]).unwrap();
     let s = Arr::rand(&mut rng, [64, 2, 1, 1], F32);
-    let src = up(&mut input, F32, &s);
+    let src = s.upload(&mut input, F32);
     let i = upload_i32(&mut input, &[2], &[4, 1]);
     let r = root.set_rows(dst, src, i).unwrap();
     let got = get(&mut root, r);
@@ -288,7 +236,7 @@ fn cpy_converts_into_views_in_logical_order() {
     let mut rng = Rng::new(13);
     let (mut root, mut input) = fresh(&b);
     let a = Arr::rand(&mut rng, [5, 4, 3, 2], F32);
-    let x = up(&mut input, F32, &a);
+    let x = a.upload(&mut input, F32);
     let flat: Vec<f32> = a.v.clone();
 
     // f32 -> f16 and back, contiguous destinations
@@ -316,7 +264,7 @@ fn cpy_converts_into_views_in_logical_order() {
 
     // i32 <-> f32
     let ints = Arr::rand(&mut rng, [7, 3, 1, 1], I32);
-    let xi = up(&mut input, I32, &ints);
+    let xi = ints.upload(&mut input, I32);
     let fi = input.zeros(F32, &[7, 3]).unwrap();
     let c = root.cpy(xi, fi).unwrap();
     assert_eq!(get(&mut root, c).v, ints.v);
@@ -327,7 +275,7 @@ fn cpy_converts_into_views_in_logical_order() {
     // f32 -> q8_0 (same shape), then q8_0 -> f32 equals the dequantized tensor
     let q = input.zeros(Q8_0, &[64, 3]).unwrap();
     let qa = Arr::rand(&mut rng, [64, 3, 1, 1], F32);
-    let xq = up(&mut input, F32, &qa);
+    let xq = qa.upload(&mut input, F32);
     let cq = root.cpy(xq, q).unwrap();
     let back = input.zeros(F32, &[32, 6]).unwrap();
     let cb = root.cpy(cq, back).unwrap();
@@ -343,7 +291,7 @@ fn cast_matches_reference() {
     let mut rng = Rng::new(14);
     let (mut root, mut input) = fresh(&b);
     let a = Arr::rand(&mut rng, [64, 5, 2, 1], F32);
-    let x = up(&mut input, F32, &a);
+    let x = a.upload(&mut input, F32);
     let h = root.cast(x, F16).unwrap();
     let hb = root.cast(h, F32).unwrap();
     let bf = root.cast(x, BF16).unwrap();
@@ -355,7 +303,7 @@ fn cast_matches_reference() {
     let va = permuted_view(&mut root, &mut input, F32, &a, [1, 2, 0, 3]);
     let pv = root.cast(va, F16).unwrap();
     let ints = Arr::rand(&mut rng, [9, 2, 1, 1], I32);
-    let xi = up(&mut input, I32, &ints);
+    let xi = ints.upload(&mut input, I32);
     let fi = root.cast(xi, F32).unwrap();
     let outs = [h, hb, bf, bh, q8, q4, q8f, q8q, pv, fi];
     root.compute(&outs).unwrap();
@@ -406,7 +354,7 @@ fn argsort_and_top_k_match_reference() {
             let (mut root, mut input) = fresh(&b);
             let ne = [1 + below(&mut rng, 40), 1 + below(&mut rng, 4), 1 + case, 1 + below(&mut rng, 2)];
             let a = distinct(&mut rng, ne);
-            let x = up(&mut input, dtype, &a);
+            let x = a.upload(&mut input, dtype);
             let asc = root.argsort(x, false).unwrap();
             let desc = root.argsort(x, true).unwrap();
             assert_eq!(asc.dtype(), I32);

@@ -7,6 +7,7 @@ mod common;
 #[path = "common/capi.rs"]
 mod capi_base;
 use common::*;
+use common::arr::{Arr, ne_of, shape_i64};
 
 use ggml_rs::ml::{data, Backend, Context, ErrorKind, Tensor};
 use ggml_rs::sys;
@@ -14,65 +15,6 @@ use ggml_rs::sys;
 const Q8_0: u32 = sys::GGML_TYPE_Q8_0;
 
 // ---- a host reference array -----------------------------------------------
-
-/// A 4-D array in ggml order (`ne[0]` fastest), values as f32.
-#[derive(Clone, Debug, PartialEq)]
-struct Arr {
-    ne: [usize; 4],
-    v: Vec<f32>,
-}
-
-impl Arr {
-    fn from_fn(ne: [usize; 4], f: impl Fn([usize; 4]) -> f32) -> Arr {
-        let mut v = Vec::with_capacity(ne.iter().product());
-        for i3 in 0..ne[3] {
-            for i2 in 0..ne[2] {
-                for i1 in 0..ne[1] {
-                    for i0 in 0..ne[0] {
-                        v.push(f([i0, i1, i2, i3]));
-                    }
-                }
-            }
-        }
-        Arr { ne, v }
-    }
-    fn at(&self, i: [usize; 4]) -> f32 {
-        self.v[idx(self.ne, i[0], i[1], i[2], i[3])]
-    }
-    /// Random values exactly representable in `dtype` (integers for i32).
-    fn rand(rng: &mut Rng, ne: [usize; 4], dtype: u32) -> Arr {
-        Arr::from_fn(ne, |_| 0.0).map_vals(|_| match dtype {
-            F16 => f16_round(rng.f32()),
-            I32 => ((rng.next_u64() % 2001) as i32 - 1000) as f32,
-            _ => rng.f32(),
-        })
-    }
-    fn map_vals(mut self, mut f: impl FnMut(f32) -> f32) -> Arr {
-        for x in self.v.iter_mut() {
-            *x = f(*x);
-        }
-        self
-    }
-}
-
-fn shape_i64(ne: [usize; 4]) -> Vec<i64> {
-    ne.iter().map(|&d| d as i64).collect()
-}
-
-fn ne_of(t: Tensor) -> [usize; 4] {
-    t.ne().map(|d| d as usize)
-}
-
-/// Uploads `a` as a data tensor of `dtype` (F32, F16 or I32).
-fn up(input: &mut Context, dtype: u32, a: &Arr) -> Tensor {
-    let shape = shape_i64(a.ne);
-    if dtype == I32 {
-        let ints: Vec<i32> = a.v.iter().map(|&x| x as i32).collect();
-        upload_i32(input, &shape, &ints)
-    } else {
-        upload(input, dtype, &shape, &a.v)
-    }
-}
 
 /// Computes `t` and returns it as an `Arr` (shape from the tensor).
 fn get(root: &mut Context, t: Tensor) -> Arr {
@@ -198,7 +140,7 @@ fn inverse(o: [usize; 4]) -> [usize; 4] {
 /// A non-contiguous tensor whose logical values are `a`: memory laid out
 /// as `a` permuted by `o`, viewed back through the inverse permutation.
 fn permuted_view(root: &mut Context, input: &mut Context, dtype: u32, a: &Arr, o: [usize; 4]) -> Tensor {
-    let x = up(input, dtype, &ref_permute(a, o));
+    let x = ref_permute(a, o).upload(input, dtype);
     let v = root.permute(x, ord(inverse(o))).unwrap();
     assert_eq!(ne_of(v), a.ne);
     v
@@ -419,7 +361,7 @@ fn permute_all_orders_matches_reference() {
     for &dtype in &DTYPES {
         let (mut root, mut input) = fresh(&b);
         let a = Arr::rand(&mut rng, [2, 3, 4, 5], dtype);
-        let x = up(&mut input, dtype, &a);
+        let x = a.upload(&mut input, dtype);
         // A non-contiguous input too: a permuted view holding `xb`.
         let xb = Arr::rand(&mut rng, [3, 2, 5, 4], dtype);
         let y = permuted_view(&mut root, &mut input, dtype, &xb, [1, 3, 0, 2]);
@@ -451,7 +393,7 @@ fn reshape_and_cont_match_reference() {
             let (mut root, mut input) = fresh(&b);
             let ne = rand_shape(&mut rng, 5);
             let a = Arr::rand(&mut rng, ne, dtype);
-            let x = up(&mut input, dtype, &a);
+            let x = a.upload(&mut input, dtype);
             let n = a.v.len() as i64;
             // contiguous: a view with the same flat order
             let r = root.reshape(x, &[-1]).unwrap();
@@ -493,7 +435,7 @@ fn view_matches_reference_and_views_of_views() {
             let (mut root, mut input) = fresh(&b);
             let total = 200 + (rng.next_u64() % 200) as usize;
             let a = Arr::rand(&mut rng, [total, 1, 1, 1], dtype);
-            let x = up(&mut input, dtype, &a);
+            let x = a.upload(&mut input, dtype);
             // A random in-bounds strided view (element units), 1 to 4 dims.
             let n_dims = 1 + (rng.next_u64() % 4) as usize;
             let mut ne = [1usize; 4];
@@ -522,7 +464,7 @@ fn view_matches_reference_and_views_of_views() {
         // to the whole memory.
         let (mut root, mut input) = fresh(&b);
         let a = Arr::rand(&mut rng, [10, 6, 1, 1], dtype);
-        let x = up(&mut input, dtype, &a);
+        let x = a.upload(&mut input, dtype);
         let inner = root.slice(x, 1, 2, 4, 1).unwrap(); // rows 2,3
         let vv = root.view(inner, 3 * ts, &[4, 3], &[10 * ts]).unwrap(); // rows 2..5, cols 3..7
         let want = Arr::from_fn([4, 3, 1, 1], |j| a.at([3 + j[0], 2 + j[1], 0, 0]));
@@ -544,8 +486,8 @@ fn concat_matches_reference() {
             ne_b[dim] = 1 + (rng.next_u64() % 4) as usize;
             let a = Arr::rand(&mut rng, ne_a, dtype);
             let bb = Arr::rand(&mut rng, ne_b, dtype);
-            let xa = up(&mut input, dtype, &a);
-            let xb = up(&mut input, dtype, &bb);
+            let xa = a.upload(&mut input, dtype);
+            let xb = bb.upload(&mut input, dtype);
             let c = root.concat(xa, xb, dim as i64).unwrap();
             assert_eq!(get(&mut root, c), ref_concat(&a, &bb, dim), "dtype {dtype} dim {dim}");
             // non-contiguous operands: permuted views holding `a` and `bb`
@@ -566,14 +508,14 @@ fn repeat_matches_reference() {
             let (mut root, mut input) = fresh(&b);
             let a = { let ne = rand_shape(&mut rng, 3); Arr::rand(&mut rng, ne, dtype) };
             let n = 1 + (rng.next_u64() % 3) as usize;
-            let x = up(&mut input, dtype, &a);
+            let x = a.upload(&mut input, dtype);
             let r = root.repeat(x, dim as i64, n as i64).unwrap();
             assert_eq!(get(&mut root, r), ref_repeat(&a, dim, n), "dtype {dtype} dim {dim} n {n}");
             // a non-contiguous input: a step-2 slice along dim 1 of a bigger tensor
             let mut big_ne = a.ne;
             big_ne[1] *= 2;
             let big = Arr::rand(&mut rng, big_ne, dtype);
-            let xb = up(&mut input, dtype, &big);
+            let xb = big.upload(&mut input, dtype);
             let s = root.slice(xb, 1, 0, big_ne[1] as i64, 2).unwrap();
             let sref = ref_slice(&big, 1, 0, big_ne[1] as i64, 2);
             let r = root.repeat(s, dim as i64, n as i64).unwrap();
@@ -590,7 +532,7 @@ fn pad_matches_reference() {
         let (mut root, mut input) = fresh(&b);
         let a = { let ne = rand_shape(&mut rng, 4); Arr::rand(&mut rng, ne, F32) };
         let p = [0, 1, 2, 3].map(|_| (rng.next_u64() % 3) as i32);
-        let x = up(&mut input, F32, &a);
+        let x = a.upload(&mut input, F32);
         let r = root.pad(x, p).unwrap();
         assert_eq!(get(&mut root, r), ref_pad(&a, p), "pad {p:?}");
         // non-contiguous input
@@ -616,7 +558,7 @@ fn slice_matches_reference() {
             if slice_count(low, high, step) == 0 {
                 continue;
             }
-            let x = up(&mut input, dtype, &a);
+            let x = a.upload(&mut input, dtype);
             let s = root.slice(x, dim as i64, low, high, step).unwrap();
             let want = ref_slice(&a, dim, low, high, step);
             let what = format!("dtype {dtype} {:?} dim {dim} {low}..{high} step {step}", a.ne);
@@ -644,7 +586,7 @@ fn quantized_shape_ops_move_whole_blocks() {
     let mut rng = Rng::new(8);
     let (mut root, mut input) = fresh(&b);
     let a = Arr::rand(&mut rng, [64, 3, 2, 1], F32);
-    let x = up(&mut input, F32, &a);
+    let x = a.upload(&mut input, F32);
     let q = root.cast(x, Q8_0).unwrap();
     let r = root.reshape(q, &[64, -1]).unwrap();
     let s0 = root.slice(q, 0, 32, 64, 1).unwrap();
@@ -701,8 +643,8 @@ fn bad_inputs_are_errors_and_the_context_stays_usable() {
     let b = backend();
     let (mut root, mut input) = fresh(&b);
     let a = Arr::from_fn([3, 4, 2, 1], |j| (j[0] + 3 * j[1] + 12 * j[2]) as f32);
-    let x = up(&mut input, F32, &a);
-    let h = up(&mut input, F16, &a);
+    let x = a.upload(&mut input, F32);
+    let h = a.upload(&mut input, F16);
     let t = root.permute(x, [1, 0, 2, 3]).unwrap(); // [4,3,2], nb[0] = 12
 
     // reshape

@@ -2,6 +2,7 @@
 //! uploads and read-backs, and tolerance checks.
 #![allow(dead_code)]
 
+pub mod arr;
 pub mod fifo;
 
 use ggml_rs::ml::{Backend, BackendParams, Context, Tensor};
