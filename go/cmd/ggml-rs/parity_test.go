@@ -551,11 +551,7 @@ func TestRealWeights(t *testing.T) {
 				t.Run("fa-"+fa, func(t *testing.T) { realLogits(t, path, fa, &doc, tol, tie) })
 			}
 			t.Run("chat", func(t *testing.T) { realChat(t, path, c.name, &doc, tie > 0) })
-			if c.name == "gemma3-270m" {
-				// SmolLM2's pre-tokenizer ("smollm") is not llama.cpp's yet
-				// on runs of spaces before digits and some symbols.
-				t.Run("tokenizer", func(t *testing.T) { realTokens(t, path, &doc) })
-			}
+			t.Run("tokenizer", func(t *testing.T) { realTokens(t, path, &doc) })
 		})
 	}
 }

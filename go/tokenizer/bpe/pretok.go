@@ -61,6 +61,9 @@ func pres(name string) (preSpec, bool) {
 		return preSpec{split: []splitFn{qwen2}}, true
 	case "qwen35":
 		return preSpec{split: []splitFn{qwen35}}, true
+	case "smollm", "refact", "command-r", "codeshell", "exaone", "minerva-7b", "mellum2":
+		// Every digit alone, then GPT-2's split.
+		return preSpec{split: []splitFn{matches(oneDigit), gpt2}}, true
 	}
 	return preSpec{split: []splitFn{gpt2}}, false
 }
@@ -151,6 +154,14 @@ func punctRun(rs []rune, i int) int {
 }
 
 func numberRun(rs []rune, i int) int { return run(rs, i, isN) - i }
+
+// oneDigit matches one number character (\p{N}).
+func oneDigit(rs []rune, i int) int {
+	if isN(rs[i]) {
+		return 1
+	}
+	return 0
+}
 
 func threeDigits(rs []rune, i int) int {
 	if i+3 <= len(rs) && isDigit(rs[i]) && isDigit(rs[i+1]) && isDigit(rs[i+2]) {
