@@ -499,11 +499,12 @@ ollama:
 # replaced by ours, no hand edit (scripts/build-ollama-ggml-rs.sh; Go only,
 # a minute or three), then driven as a user drives it against Ollama's own
 # build (tests/ollama/golden.json, make ollama-golden) and our runner
-# (tests/ollama/test_ollama.py). The real SmolLM2 first: the models whose
+# (tests/ollama/test_ollama.py). The real SmolLM2 first (chat, run and
+# formats use it), then Gemma 3 270M, then generated ones: the models whose
 # first-token log-probabilities are compared (f16 and q8_0 ones: Q4_0's
 # kernels differ between Ollama's ggml and ours, notes/ollama-on-ggml.md).
 OLLAMA_GGML_RS := .cache/ollama-ggml-rs/0.17.4/ollama
-OLLAMA_TEST_MODELS = $(SMOLLM2) $(MODELS_DIR)/qwen3-small-q8_0.gguf $(MODELS_DIR)/qwen3moe-small-q8_0.gguf \
+OLLAMA_TEST_MODELS = $(SMOLLM2) $(GEMMA3) $(MODELS_DIR)/qwen3-small-q8_0.gguf $(MODELS_DIR)/qwen3moe-small-q8_0.gguf \
 	$(MODELS_DIR)/qwen3next-small-q8_0-ollama.gguf $(MODELS_DIR)/qwen35moe-small-q8_0-ollama.gguf $(MODELS_DIR)/qwen35-small-f16-ollama.gguf
 
 ollama-ggml-rs: build
