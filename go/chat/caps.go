@@ -15,6 +15,7 @@ var timeNow = time.Now
 type caps struct {
 	systemRole bool // a system message's content reaches the output
 	onlyTyped  bool // content must be a list of {type, text} parts
+	tools      ToolCaps
 }
 
 // probeLimits keep a probe cheap whatever the template.
@@ -66,6 +67,7 @@ func probeCaps(t *Template) caps {
 	out, _ := t.probe(&jinja.Array{Items: []jinja.Value{
 		probeMessage("system", sysContent), probeMessage("user", userContent)}})
 	c.systemRole = strings.Contains(out, sys)
+	c.tools = probeToolCaps(t)
 	return c
 }
 

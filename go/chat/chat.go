@@ -2,7 +2,7 @@
 // model's own chat template (a GGUF's tokenizer.chat_template, Jinja),
 // giving byte for byte the prompt llama.cpp's llama-server renders for the
 // same request (common/chat.cpp's common_chat_templates_apply on its own
-// Jinja engine, tool-free): the template is run by github.com/ggml-rs/ggml-rs/go/chat/jinja, a
+// Jinja engine, tools included): the template is run by github.com/ggml-rs/ggml-rs/go/chat/jinja, a
 // renderer with llama.cpp's semantics, and the inputs are built as
 // llama.cpp builds them (message normalisation, the context variables,
 // the per-template adjustments). See docs/notes/chat-templates.md.
@@ -23,6 +23,12 @@ type Message struct {
 	// ReasoningContent is an assistant turn's reasoning (thinking) text,
 	// which templates such as Qwen3's and gpt-oss's render their own way.
 	ReasoningContent string
+	// ToolCalls are an assistant turn's calls.
+	ToolCalls []ToolCall
+	// ToolName and ToolCallID are a "tool" turn's (the result's) function
+	// name and the id of the call it answers (the name and tool_call_id
+	// fields), when known.
+	ToolName, ToolCallID string
 }
 
 // Options are a render's inputs beside the messages, as llama-server
@@ -48,6 +54,9 @@ type Options struct {
 	// Now is the date the template sees (date_string, datetime,
 	// strftime_now), in its location; zero: the current local time.
 	Now time.Time
+	// Tools are the functions the model may call (the tools variable,
+	// set only when there are some, as llama.cpp does).
+	Tools []Tool
 	// Limits bound the render (zero: jinja.DefaultLimits).
 	Limits jinja.Limits
 }
@@ -117,7 +126,10 @@ func (t *Template) Render(msgs []Message, o Options) (string, error) {
 	if len(msgs) == 0 {
 		return "", ErrNoMessages
 	}
-	vars := t.context(msgs, o)
+	vars, err := t.context(msgs, o)
+	if err != nil {
+		return "", err
+	}
 	now := o.Now
 	if now.IsZero() {
 		now = time.Now()

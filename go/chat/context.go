@@ -10,15 +10,26 @@ import (
 // context builds the template's variables as llama.cpp does
 // (common_chat_templates_apply_jinja, common_chat_template_direct_apply):
 // messages, bos_token, eos_token, enable_thinking, datetime and
-// date_string, the kwargs, and add_generation_prompt only when true; no
-// tools variable (tool-free).
-func (t *Template) context(msgs []Message, o Options) *jinja.Object {
+// date_string, the kwargs, add_generation_prompt only when true, and
+// tools only when there are some.
+func (t *Template) context(msgs []Message, o Options) (*jinja.Object, error) {
 	now := o.Now
 	if now.IsZero() {
 		now = timeNow()
 	}
 	vars := jinja.NewObject()
-	vars.SetString("messages", t.messages(msgs))
+	ms, err := t.messages(msgs)
+	if err != nil {
+		return nil, err
+	}
+	vars.SetString("messages", ms)
+	if len(o.Tools) > 0 {
+		tools, err := toolsValue(o.Tools)
+		if err != nil {
+			return nil, err
+		}
+		vars.SetString("tools", tools)
+	}
 	vars.SetString("bos_token", jinja.String(o.BOS))
 	vars.SetString("eos_token", jinja.String(o.EOS))
 	thinking := true
@@ -54,7 +65,7 @@ func (t *Template) context(msgs []Message, o Options) *jinja.Object {
 			vars.SetString("reasoning_strength", s)
 		}
 	}
-	return vars
+	return vars, nil
 }
 
 // messages is the messages list llama.cpp hands the template: each
@@ -63,8 +74,11 @@ func (t *Template) context(msgs []Message, o Options) *jinja.Object {
 // has its own developer role), a system message is merged into the next
 // message for a template that ignores system messages, content becomes a
 // list of text parts for a template that only takes those, and gpt-oss
-// gets the reasoning as "thinking".
-func (t *Template) messages(msgs []Message) *jinja.Array {
+// gets the reasoning as "thinking" (and no content beside it in a turn
+// with tool calls). Tool calls, a tool turn's name and tool_call_id are
+// given as llama.cpp gives them (content "" beside calls for a template
+// that renders calls; arguments as objects for one that takes those).
+func (t *Template) messages(msgs []Message) (*jinja.Array, error) {
 	harmony := t.isHarmony()
 	ms := append([]Message{}, msgs...)
 	if strings.Contains(t.src, "You have access to the following functions in JSONSchema format") {
@@ -90,7 +104,9 @@ func (t *Template) messages(msgs []Message) *jinja.Array {
 	for _, m := range ms {
 		o := jinja.NewObject()
 		o.SetString("role", jinja.String(m.Role))
-		if t.caps.onlyTyped {
+		if harmony && m.ReasoningContent != "" && len(m.ToolCalls) > 0 {
+			// llama.cpp's gpt-oss handler: the analysis goes as thinking alone
+		} else if t.caps.onlyTyped {
 			part := jinja.NewObject()
 			part.SetString("type", jinja.String("text"))
 			part.SetString("text", jinja.String(m.Content))
@@ -104,9 +120,22 @@ func (t *Template) messages(msgs []Message) *jinja.Array {
 				o.SetString("thinking", jinja.String(m.ReasoningContent))
 			}
 		}
+		if m.ToolName != "" {
+			o.SetString("name", jinja.String(m.ToolName))
+		}
+		if m.ToolCallID != "" {
+			o.SetString("tool_call_id", jinja.String(m.ToolCallID))
+		}
+		if len(m.ToolCalls) > 0 {
+			calls, err := toolCallsValue(m.ToolCalls, t.caps.tools.ObjectArguments)
+			if err != nil {
+				return nil, err
+			}
+			o.SetString("tool_calls", calls)
+		}
 		arr.Items = append(arr.Items, o)
 	}
-	return arr
+	return arr, nil
 }
 
 // trimSpace is llama.cpp's trim_whitespace (C isspace).

@@ -1,6 +1,7 @@
 package chat
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"os"
@@ -31,6 +32,38 @@ type jsonMessage struct {
 	Role             string `json:"role"`
 	Content          string `json:"content"`
 	ReasoningContent string `json:"reasoning_content"`
+	Name             string `json:"name"`
+	ToolCallID       string `json:"tool_call_id"`
+	ToolCalls        []struct {
+		ID       string `json:"id"`
+		Function struct {
+			Name      string          `json:"name"`
+			Arguments json.RawMessage `json:"arguments"`
+		} `json:"function"`
+	} `json:"tool_calls"`
+}
+
+// message is the Message llama.cpp's common_chat_msgs_parse_oaicompat
+// reads: arguments given as an object are taken as their JSON text.
+func (m jsonMessage) message() Message {
+	out := Message{Role: m.Role, Content: m.Content, ReasoningContent: m.ReasoningContent, ToolName: m.Name, ToolCallID: m.ToolCallID}
+	for _, c := range m.ToolCalls {
+		var args string
+		if json.Unmarshal(c.Function.Arguments, &args) != nil {
+			args = compactJSON(c.Function.Arguments)
+		}
+		out.ToolCalls = append(out.ToolCalls, ToolCall{ID: c.ID, Name: c.Function.Name, Arguments: args})
+	}
+	return out
+}
+
+// compactJSON is nlohmann's dump() of a JSON value: no white space.
+func compactJSON(b []byte) string {
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, b); err != nil {
+		return string(b)
+	}
+	return buf.String()
 }
 
 type templateInfo struct {
@@ -91,7 +124,7 @@ func templateSource(t *testing.T, file string) string {
 func (c conversation) render(tmpl *Template, info templateInfo, now time.Time) (string, error) {
 	msgs := make([]Message, len(c.Messages))
 	for i, m := range c.Messages {
-		msgs[i] = Message(m)
+		msgs[i] = m.message()
 	}
 	o := Options{AddGenerationPrompt: true, BOS: info.BOS, EOS: info.EOS, EnableThinking: c.EnableThinking,
 		Kwargs: c.Kwargs, Now: now}
