@@ -13,11 +13,11 @@ import (
 // of an architecture the runner does not implement say so before reading
 // a weight (they once loaded all of them first), in one line.
 func TestUnsupportedArchitectureFirst(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "gemma3.gguf")
+	path := filepath.Join(t.TempDir(), "falcon.gguf")
 	b := gguf.NewBuilder()
-	b.Add("general.architecture", "gemma3")
-	b.Add("gemma3.block_count", uint32(1))
-	b.Add("gemma3.embedding_length", uint32(64))
+	b.Add("general.architecture", "falcon")
+	b.Add("falcon.block_count", uint32(1))
+	b.Add("falcon.embedding_length", uint32(64))
 	b.AddTensor("token_embd.weight", gguf.TensorF32, []uint64{64, 512}, make([]byte, 4*64*512))
 	if err := b.WriteFile(path); err != nil {
 		t.Fatal(err)
@@ -28,7 +28,7 @@ func TestUnsupportedArchitectureFirst(t *testing.T) {
 		{"bench", "-p", "8", "-n", "2", path},
 	} {
 		r := runChild(t, args...)
-		if r.status == 0 || !strings.Contains(r.stderr, `architecture "gemma3" is not supported`) {
+		if r.status == 0 || !strings.Contains(r.stderr, `architecture "falcon" is not supported`) {
 			t.Errorf("%v: status %d, stderr %q", args, r.status, r.stderr)
 		}
 		t.Logf("%v: status %d, %q", args[0], r.status, r.stderr)

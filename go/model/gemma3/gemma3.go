@@ -23,7 +23,6 @@
 package gemma3
 
 import (
-	"fmt"
 	"math"
 
 	"github.com/ggml-rs/ggml-rs/go/fs"
@@ -37,10 +36,9 @@ import (
 
 // Hyper are Gemma 3's hyperparameters.
 type Hyper struct {
-	Hidden, Layers, Heads, KVHeads, HeadDim, FeedForward, Context, Vocab int
-	RopeDim                                                              int
-	Eps                                                                  float32
-	RopeBase, RopeScale, RopeBaseSWA                                     float32
+	load.Common
+	KVHeads, FeedForward   int
+	RopeScale, RopeBaseSWA float32
 	// Window is the sliding window (0: every layer global); SWA marks the
 	// sliding-window layers.
 	Window  int
@@ -54,22 +52,12 @@ type Hyper struct {
 func ReadHyper(c fs.Config) (Hyper, error) {
 	const arch = "gemma3"
 	r := load.NewReader(c, arch)
-	h := Hyper{
-		Hidden:      r.Need("embedding_length"),
-		Layers:      r.Need("block_count"),
-		Heads:       r.Need("attention.head_count"),
-		Context:     r.Int("context_length", 131072),
-		Vocab:       r.Vocab(),
-		Eps:         r.Float("attention.layer_norm_rms_epsilon", 1e-6),
-		RopeBase:    r.Float("rope.freq_base", 10000),
-		RopeScale:   r.RopeScale(),
-		FeedForward: r.Need("feed_forward_length"),
-		Window:      r.Int("attention.sliding_window", 0),
-		SoftCap:     r.Float("final_logit_softcapping", 0),
-	}
-	h.KVHeads = r.Int("attention.head_count_kv", h.Heads)
-	h.HeadDim = r.HeadDim(h.Hidden, h.Heads)
-	h.RopeDim = r.Int("rope.dimension_count", h.HeadDim)
+	h := Hyper{Common: r.Common(131072, 1e-6)}
+	h.RopeScale = r.RopeScale()
+	h.FeedForward = r.Need("feed_forward_length")
+	h.Window = r.Int("attention.sliding_window", 0)
+	h.SoftCap = r.Float("final_logit_softcapping", 0)
+	h.KVHeads = r.KVHeads(h.Heads)
 	h.RopeBaseSWA = r.Float("rope.freq_base_swa", r.Float("rope.local.freq_base", 10000))
 	r.Positive("feed_forward_length", h.FeedForward)
 	if t := r.String("rope.scaling.type", ""); t == "yarn" {
@@ -78,8 +66,6 @@ func ReadHyper(c fs.Config) (Hyper, error) {
 		// place would be silently wrong.
 		r.Fail("%s %q is not supported for gemma3 yet (linear, none)", r.Key("rope.scaling.type"), t)
 	}
-	r.Heads(h.Heads, h.KVHeads)
-	r.RopeDim(h.RopeDim, h.HeadDim)
 	if h.SoftCap < 0 || math.IsNaN(float64(h.SoftCap)) || math.IsInf(float64(h.SoftCap), 0) {
 		r.Fail("%s = %v must be a positive number (or 0: none)", r.Key("final_logit_softcapping"), h.SoftCap)
 	}
@@ -120,58 +106,40 @@ func New(b ml.Backend) (*decoder.Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	const arch = "gemma3"
-	w := load.NewWeights(b, arch)
-	d, hd := h.Hidden, h.HeadDim
-	m := decoder.New(b, arch)
-	m.Hidden, m.Vocab, m.Context, m.Eps, m.Window = d, h.Vocab, h.Context, h.Eps, h.Window
-	m.TokEmb, m.OutNorm, m.Output = w.Embeddings(d, h.Vocab)
-	m.EmbedScale = float32(math.Sqrt(float64(d)))
-	m.SoftCap = h.SoftCap
-
-	if err := w.Blocks(h.Layers, "attn_norm.weight"); err != nil {
+	w := load.NewWeights(b, "gemma3")
+	m, err := w.Start(h.Common)
+	if err != nil {
 		return nil, err
 	}
+	d, hd := h.Hidden, h.HeadDim
+	m.Window, m.SoftCap = h.Window, h.SoftCap
+	m.EmbedScale = float32(math.Sqrt(float64(d)))
 	swaModel := h.Window > 0
 	for i := 0; i < h.Layers; i++ {
-		p := fmt.Sprintf("blk.%d.", i)
+		p := load.Layer(i)
 		base, scale := h.RopeBase, h.RopeScale
 		spec := kvcache.LayerSpec{Kind: kvcache.Attention, KeyDim: hd, ValueDim: hd, KVHeads: h.KVHeads}
 		if h.SWA[i] {
 			base, scale = h.RopeBaseSWA, 1
 			spec.Kind = kvcache.SlidingWindow
 		}
-		a := &nn.Attention{
-			Q:       nn.Linear{Weight: w.Get(p+"attn_q.weight", d, hd*h.Heads)},
-			K:       nn.Linear{Weight: w.Get(p+"attn_k.weight", d, hd*h.KVHeads)},
-			V:       nn.Linear{Weight: w.Get(p+"attn_v.weight", d, hd*h.KVHeads)},
-			Output:  nn.Linear{Weight: w.Get(p+"attn_output.weight", hd*h.Heads, d)},
-			QNorm:   w.GetAs(load.F32, p+"attn_q_norm.weight", hd),
-			KNorm:   w.GetAs(load.F32, p+"attn_k_norm.weight", hd),
-			Heads:   h.Heads,
-			KVHeads: h.KVHeads,
-			HeadDim: hd,
-			NormEps: h.Eps,
-			QScale:  h.QScale,
-			Scale:   1,
-			RoPE:    nn.RoPE{Dim: h.RopeDim, Base: base, Scale: scale, Options: []func(*rope.Options){rope.WithTypeNeoX()}},
-			// llama.cpp's attention over its sliding-window cache adds the
-			// keys before the values (only the node order differs).
-			KeysBeforeValues: swaModel,
-		}
+		a := w.Attention(p, h.Common, h.KVHeads, hd*h.Heads)
+		a.QNorm, a.KNorm = w.QKNorm(p, hd)
+		a.QScale, a.Scale = h.QScale, 1
+		a.RoPE = nn.RoPE{Dim: h.RopeDim, Base: base, Scale: scale, Options: []func(*rope.Options){rope.WithTypeNeoX()}}
+		// llama.cpp's attention over its sliding-window cache adds the keys
+		// before the values (only the node order differs).
+		a.KeysBeforeValues = swaModel
+		ffn := w.FFN(p, d, h.FeedForward)
+		ffn.GELU = true
 		m.Blocks = append(m.Blocks, decoder.Block{
-			AttnNorm:     w.GetAs(load.F32, p+"attn_norm.weight", d),
+			AttnNorm:     w.Norm(p+"attn_norm.weight", d),
 			Mixer:        a,
-			AttnPostNorm: w.GetAs(load.F32, p+"post_attention_norm.weight", d),
-			FFNNorm:      w.GetAs(load.F32, p+"ffn_norm.weight", d),
-			FFN: &nn.FFN{
-				Gate: w.Get(p+"ffn_gate.weight", d, h.FeedForward),
-				Up:   w.Get(p+"ffn_up.weight", d, h.FeedForward),
-				Down: w.Get(p+"ffn_down.weight", h.FeedForward, d),
-				GELU: true,
-			},
-			FFNPostNorm: w.GetAs(load.F32, p+"post_ffw_norm.weight", d),
-			Cache:       spec,
+			AttnPostNorm: w.Norm(p+"post_attention_norm.weight", d),
+			FFNNorm:      w.Norm(p+"ffn_norm.weight", d),
+			FFN:          ffn,
+			FFNPostNorm:  w.Norm(p+"post_ffw_norm.weight", d),
+			Cache:        spec,
 		})
 	}
 	if err := w.Err(); err != nil {

@@ -29,14 +29,15 @@ const (
 
 // Hyper are gpt-oss's hyperparameters.
 type Hyper struct {
-	Hidden, Layers, Heads, KVHeads, HeadDim, RopeDim, Context, Vocab int
-	Experts, ExpertsUsed, ExpertFF                                   int
-	Window                                                           int
-	SWA                                                              []bool // per layer: sliding-window attention
-	Eps, RopeBase, RopeBaseSWA, RopeScale                            float32
-	Yarn                                                             bool
-	YarnOrigCtx                                                      int
-	YarnBetaFast, YarnBetaSlow, YarnAttnFactor                       float32
+	load.Common
+	KVHeads                                    int
+	Experts, ExpertsUsed, ExpertFF             int
+	Window                                     int
+	SWA                                        []bool // per layer: sliding-window attention
+	RopeBaseSWA, RopeScale                     float32
+	Yarn                                       bool
+	YarnOrigCtx                                int
+	YarnBetaFast, YarnBetaSlow, YarnAttnFactor float32
 }
 
 // ReadHyper reads the hyperparameters of a gpt-oss model (either
@@ -48,21 +49,11 @@ func ReadHyper(b ml.Backend) (Hyper, error) {
 		return Hyper{}, fmt.Errorf("gpt-oss: the model's architecture is %q", arch)
 	}
 	r := load.NewReader(c, arch)
-	h := Hyper{
-		Hidden:      r.Need("embedding_length"),
-		Layers:      r.Need("block_count") - r.Int("nextn_predict_layers", 0),
-		Heads:       r.Need("attention.head_count"),
-		Context:     r.Int("context_length", 4096),
-		Vocab:       r.Vocab(),
-		Experts:     r.Need("expert_count"),
-		ExpertsUsed: r.Need("expert_used_count"),
-		Window:      r.Need("attention.sliding_window"),
-		Eps:         r.Float("attention.layer_norm_rms_epsilon", 1e-5),
-		RopeBase:    r.Float("rope.freq_base", 10000),
-	}
-	h.KVHeads = r.Int("attention.head_count_kv", h.Heads)
-	h.HeadDim = r.HeadDim(h.Hidden, h.Heads)
-	h.RopeDim = r.Int("rope.dimension_count", h.HeadDim)
+	h := Hyper{Common: r.Common(4096, 1e-5)}
+	h.Experts = r.Need("expert_count")
+	h.ExpertsUsed = r.Need("expert_used_count")
+	h.Window = r.Need("attention.sliding_window")
+	h.KVHeads = r.KVHeads(h.Heads)
 	h.RopeBaseSWA = r.Float("rope.freq_base_swa", h.RopeBase)
 	h.ExpertFF = r.Int("expert_feed_forward_length", 0)
 	if h.ExpertFF == 0 {
@@ -73,11 +64,6 @@ func ReadHyper(b ml.Backend) (Hyper, error) {
 	}
 	r.Positive("expert_feed_forward_length", h.ExpertFF)
 	r.Experts(h.Experts, h.ExpertsUsed)
-	r.Heads(h.Heads, h.KVHeads)
-	r.RopeDim(h.RopeDim, h.HeadDim)
-	if h.Layers <= 0 {
-		r.Fail("%s minus %s leaves no layers", r.Key("block_count"), r.Key("nextn_predict_layers"))
-	}
 
 	// YaRN: rope.scaling.type yarn (llama.cpp), or absent with an original
 	// context length given (Ollama's converter writes no type).
@@ -118,12 +104,14 @@ func New(b ml.Backend) (*decoder.Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	arch := b.Config().Architecture()
-	w := load.NewWeights(b, arch)
+	w := load.NewWeights(b, b.Config().Architecture())
+	m, err := w.Start(h.Common)
+	if err != nil {
+		return nil, err
+	}
+	m.Arch = "gpt-oss" // Ollama's converter writes gptoss
+	m.Window = h.Window
 	d, hd, E, ff := h.Hidden, h.HeadDim, h.Experts, h.ExpertFF
-	m := decoder.New(b, "gpt-oss")
-	m.Hidden, m.Vocab, m.Context, m.Eps, m.Window = d, h.Vocab, h.Context, h.Eps, h.Window
-	m.TokEmb, m.OutNorm, m.Output = w.Embeddings(d, h.Vocab)
 
 	// One of two names (llama.cpp's first, then Ollama's).
 	either := func(u load.Use, a, b string, shape ...int) ml.Tensor {
@@ -138,11 +126,8 @@ func New(b ml.Backend) (*decoder.Model, error) {
 		}
 		return w.OptAs(u, b, shape...)
 	}
-	if err := w.Blocks(h.Layers, "attn_norm.weight"); err != nil {
-		return nil, err
-	}
 	for i := 0; i < h.Layers; i++ {
-		p := fmt.Sprintf("blk.%d.", i)
+		p := load.Layer(i)
 		opts := []func(*rope.Options){rope.WithTypeNeoX()}
 		if h.Yarn {
 			opts = append(opts,
@@ -191,7 +176,7 @@ func New(b ml.Backend) (*decoder.Model, error) {
 			Limit:    swigluLimit,
 		}
 		m.Blocks = append(m.Blocks, decoder.Block{
-			AttnNorm: w.GetAs(load.F32, p+"attn_norm.weight", d),
+			AttnNorm: w.Norm(p+"attn_norm.weight", d),
 			Mixer:    a,
 			FFNNorm:  either(load.F32, p+"post_attention_norm.weight", p+"ffn_norm.weight", d),
 			FFN:      moe,

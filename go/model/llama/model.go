@@ -10,7 +10,6 @@
 package llama
 
 import (
-	"fmt"
 	"slices"
 
 	"github.com/ggml-rs/ggml-rs/go/fs"
@@ -37,11 +36,11 @@ var (
 	Qwen3MoE = Variant{Arch: "qwen3moe", QKNorm: true, NeoX: true, MoE: true}
 )
 
-// Hyper are the model's hyperparameters.
+// Hyper are the model's hyperparameters: the common ones and llama's.
 type Hyper struct {
-	Hidden, Layers, Heads, KVHeads, HeadDim, FeedForward, Context, Vocab int
-	RopeDim                                                              int
-	RopeBase, RopeScale, Eps                                             float32
+	load.Common
+	KVHeads, FeedForward int
+	RopeScale            float32
 	// MoE: experts, experts used per token, each expert's feed-forward
 	// length, and whether the kept weights are normalised to sum 1.
 	Experts, ExpertsUsed, ExpertFF int
@@ -51,35 +50,19 @@ type Hyper struct {
 // ReadHyper reads the hyperparameters of variant v from the metadata.
 func ReadHyper(c fs.Config, v Variant) (Hyper, error) {
 	r := load.NewReader(c, v.Arch)
-	h := Hyper{
-		Hidden:      r.Need("embedding_length"),
-		Layers:      r.Need("block_count"),
-		Heads:       r.Need("attention.head_count"),
-		Context:     r.Int("context_length", 4096),
-		Vocab:       r.Vocab(),
-		RopeBase:    r.Float("rope.freq_base", 10000),
-		RopeScale:   r.RopeScale(),
-		Eps:         r.Float("attention.layer_norm_rms_epsilon", 1e-5),
-		FeedForward: r.Int("feed_forward_length", 0),
-	}
-	h.KVHeads = r.Int("attention.head_count_kv", h.Heads)
-	h.HeadDim = r.HeadDim(h.Hidden, h.Heads)
-	h.RopeDim = r.Int("rope.dimension_count", h.HeadDim)
+	h := Hyper{Common: r.Common(4096, 1e-5)}
+	h.RopeScale = r.RopeScale()
+	h.FeedForward = r.Int("feed_forward_length", 0)
+	h.KVHeads = r.KVHeads(h.Heads)
 	if v.MoE {
 		h.Experts = r.Need("expert_count")
 		h.ExpertsUsed = r.Need("expert_used_count")
-		h.ExpertFF = r.Int("expert_feed_forward_length", 0)
-		if h.ExpertFF == 0 && h.ExpertsUsed > 0 {
-			h.ExpertFF = h.FeedForward / h.ExpertsUsed
-		}
 		h.NormTopK = r.Bool("expert_weights_norm", true)
 		r.Experts(h.Experts, h.ExpertsUsed)
-		r.Positive("expert_feed_forward_length", h.ExpertFF)
+		h.ExpertFF = r.ExpertFF(h.FeedForward, h.ExpertsUsed)
 	} else {
 		r.Positive("feed_forward_length", h.FeedForward)
 	}
-	r.Heads(h.Heads, h.KVHeads)
-	r.RopeDim(h.RopeDim, h.HeadDim)
 	return h, r.Err()
 }
 
@@ -91,20 +74,17 @@ func New(b ml.Backend, v Variant) (*decoder.Model, error) {
 		return nil, err
 	}
 	w := load.NewWeights(b, v.Arch)
+	m, err := w.Start(h.Common)
+	if err != nil {
+		return nil, err
+	}
 	d, hd := h.Hidden, h.HeadDim
-	m := decoder.New(b, v.Arch)
-	m.Hidden, m.Vocab, m.Context, m.Eps = d, h.Vocab, h.Context, h.Eps
-	m.TokEmb, m.OutNorm, m.Output = w.Embeddings(d, h.Vocab)
-
 	var ropeOpts []func(*rope.Options)
 	if v.NeoX {
 		ropeOpts = append(ropeOpts, rope.WithTypeNeoX())
 	}
-	if err := w.Blocks(h.Layers, "attn_norm.weight"); err != nil {
-		return nil, err
-	}
 	for i := 0; i < h.Layers; i++ {
-		p := fmt.Sprintf("blk.%d.", i)
+		p := load.Layer(i)
 		// Llama 3.1's frequency factors (rope_freqs.weight, one per rotated
 		// pair, dividing each pair's frequency): the backend gives each
 		// layer its copy, on the layer's device.
@@ -112,23 +92,15 @@ func New(b ml.Backend, v Variant) (*decoder.Model, error) {
 		if f := w.OptAs(load.F32, p+"rope_freqs.weight", h.RopeDim/2); f != nil {
 			layerRope = append(slices.Clip(ropeOpts), rope.WithFactors(f))
 		}
-		a := &nn.Attention{
-			Q:       nn.Linear{Weight: w.Get(p+"attn_q.weight", d, hd*h.Heads)},
-			K:       nn.Linear{Weight: w.Get(p+"attn_k.weight", d, hd*h.KVHeads)},
-			V:       nn.Linear{Weight: w.Get(p+"attn_v.weight", d, hd*h.KVHeads)},
-			Output:  nn.Linear{Weight: w.Get(p+"attn_output.weight", hd*h.Heads, d)},
-			Heads:   h.Heads,
-			KVHeads: h.KVHeads,
-			HeadDim: hd,
-			NormEps: h.Eps,
-			RoPE:    nn.RoPE{Dim: h.RopeDim, Base: h.RopeBase, Scale: h.RopeScale, Options: layerRope},
-		}
+		a := w.Attention(p, h.Common, h.KVHeads, hd*h.Heads)
+		a.RoPE = nn.RoPE{Dim: h.RopeDim, Base: h.RopeBase, Scale: h.RopeScale, Options: layerRope}
 		if v.QKNorm {
-			a.QNorm = w.GetAs(load.F32, p+"attn_q_norm.weight", hd)
-			a.KNorm = w.GetAs(load.F32, p+"attn_k_norm.weight", hd)
+			a.QNorm, a.KNorm = w.QKNorm(p, hd)
 		}
 		var ffn decoder.FFN
-		if v.MoE {
+		if !v.MoE {
+			ffn = w.FFN(p, d, h.FeedForward)
+		} else {
 			ffn = &nn.MoE{
 				Router:      nn.Linear{Weight: w.Get(p+"ffn_gate_inp.weight", d, h.Experts)},
 				Gate:        w.Get(p+"ffn_gate_exps.weight", d, h.ExpertFF, h.Experts),
@@ -139,17 +111,11 @@ func New(b ml.Backend, v Variant) (*decoder.Model, error) {
 				Gating:      nn.GatingSoftmax,
 				NormWeights: h.NormTopK,
 			}
-		} else {
-			ffn = &nn.FFN{
-				Gate: w.Get(p+"ffn_gate.weight", d, h.FeedForward),
-				Up:   w.Get(p+"ffn_up.weight", d, h.FeedForward),
-				Down: w.Get(p+"ffn_down.weight", h.FeedForward, d),
-			}
 		}
 		m.Blocks = append(m.Blocks, decoder.Block{
-			AttnNorm: w.GetAs(load.F32, p+"attn_norm.weight", d),
+			AttnNorm: w.Norm(p+"attn_norm.weight", d),
 			Mixer:    a,
-			FFNNorm:  w.GetAs(load.F32, p+"ffn_norm.weight", d),
+			FFNNorm:  w.Norm(p+"ffn_norm.weight", d),
 			FFN:      ffn,
 			Cache:    kvcache.LayerSpec{Kind: kvcache.Attention, KeyDim: hd, ValueDim: hd, KVHeads: h.KVHeads},
 		})

@@ -32,11 +32,11 @@ import (
 
 // Hyper are the hyperparameters of the family.
 type Hyper struct {
-	Hidden, Layers, NextN, Heads, HeadDim, RopeDim, Context, Vocab int
-	KVHeads                                                        int
-	Recurrent                                                      []bool // per main layer
-	Sections                                                       []int  // multi-section RoPE (qwen35*), nil for NeoX
-	Eps, RopeBase, RopeScale                                       float32
+	load.Common
+	KVHeads   int
+	Recurrent []bool // per main layer
+	Sections  []int  // multi-section RoPE (qwen35*), nil for NeoX
+	RopeScale float32
 
 	FeedForward                    int // dense FFN (qwen35)
 	Experts, ExpertsUsed, ExpertFF int
@@ -56,31 +56,18 @@ func ReadHyper(b ml.Backend) (Hyper, error) {
 		return Hyper{}, fmt.Errorf("qwen3next: the model's architecture is %q (qwen3next, qwen35 or qwen35moe)", arch)
 	}
 	r := load.NewReader(c, arch)
-	all := r.Need("block_count")
-	h := Hyper{
-		Hidden:      r.Need("embedding_length"),
-		NextN:       r.Int("nextn_predict_layers", 0),
-		Heads:       r.Need("attention.head_count"),
-		Context:     r.Int("context_length", 4096),
-		Vocab:       r.Vocab(),
-		Eps:         r.Float("attention.layer_norm_rms_epsilon", 1e-6),
-		RopeBase:    r.Float("rope.freq_base", 10000),
-		RopeScale:   r.RopeScale(),
-		FeedForward: r.Int("feed_forward_length", 0),
-		ConvKernel:  r.Need("ssm.conv_kernel"),
-		Inner:       r.Need("ssm.inner_size"),
-		StateSize:   r.Need("ssm.state_size"),
-		VHeads:      r.Need("ssm.time_step_rank"),
-		KHeads:      r.Need("ssm.group_count"),
-	}
-	h.Layers = all - h.NextN
+	h := Hyper{Common: r.Common(4096, 1e-6)}
+	h.RopeScale = r.RopeScale()
+	h.FeedForward = r.Int("feed_forward_length", 0)
+	h.ConvKernel = r.Need("ssm.conv_kernel")
+	h.Inner = r.Need("ssm.inner_size")
+	h.StateSize = r.Need("ssm.state_size")
+	h.VHeads = r.Need("ssm.time_step_rank")
+	h.KHeads = r.Need("ssm.group_count")
 	if h.Layers <= 0 {
-		r.Fail("%s = %d leaves no layers after %s = %d", r.Key("block_count"), all, r.Key("nextn_predict_layers"), h.NextN)
 		return h, r.Err()
 	}
-	h.HeadDim = r.HeadDim(h.Hidden, h.Heads)
-	h.RopeDim = r.Int("rope.dimension_count", h.HeadDim)
-	r.RopeDim(h.RopeDim, h.HeadDim)
+	all := h.Layers + h.NextN
 
 	// Which layers are recurrent: attention.recurrent_layers; else
 	// Ollama's per-layer head_count_kv array (0: recurrent); else every
@@ -165,11 +152,7 @@ func ReadHyper(b ml.Backend) (Hyper, error) {
 	if h.MoE {
 		h.ExpertsUsed = r.Need("expert_used_count")
 		r.Experts(h.Experts, h.ExpertsUsed)
-		h.ExpertFF = r.Int("expert_feed_forward_length", 0)
-		if h.ExpertFF == 0 && h.ExpertsUsed > 0 {
-			h.ExpertFF = h.FeedForward / h.ExpertsUsed
-		}
-		r.Positive("expert_feed_forward_length", h.ExpertFF)
+		h.ExpertFF = r.ExpertFF(h.FeedForward, h.ExpertsUsed)
 		h.SharedFF = r.Int("expert_shared_feed_forward_length", h.FeedForward)
 		// llama.cpp always normalises; Ollama's converter may say.
 		h.NormTopK = r.Bool("norm_top_k_prob", true)
@@ -204,23 +187,19 @@ func New(b ml.Backend) (*decoder.Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	arch := b.Config().Architecture()
-	w := load.NewWeights(b, arch)
+	w := load.NewWeights(b, b.Config().Architecture())
+	m, err := w.Start(h.Common)
+	if err != nil {
+		return nil, err
+	}
 	d := h.Hidden
-	m := decoder.New(b, arch)
-	m.Hidden, m.Vocab, m.Context, m.Eps = d, h.Vocab, h.Context, h.Eps
-	m.TokEmb, m.OutNorm, m.Output = w.Embeddings(d, h.Vocab)
-
 	ropeOpts, multi := ropeOptions(h)
 	m.MultiPositions = multi
 	dk, dv := h.StateSize, h.StateSize
 	kdim, vdim := h.KHeads*dk, h.VHeads*dv
 	ch := 2*kdim + vdim
-	if err := w.Blocks(h.Layers+h.NextN, "attn_norm.weight"); err != nil {
-		return nil, err
-	}
 	for i := 0; i < h.Layers; i++ {
-		p := fmt.Sprintf("blk.%d.", i)
+		p := load.Layer(i)
 		var mixer decoder.Mixer
 		var spec kvcache.LayerSpec
 		if h.Recurrent[i] {
@@ -269,9 +248,9 @@ func New(b ml.Backend) (*decoder.Model, error) {
 // attention norm and the layer's feed-forward.
 func block(w *load.Weights, p string, h Hyper, mixer decoder.Mixer, spec kvcache.LayerSpec) decoder.Block {
 	return decoder.Block{
-		AttnNorm: w.GetAs(load.F32, p+"attn_norm.weight", h.Hidden),
+		AttnNorm: w.Norm(p+"attn_norm.weight", h.Hidden),
 		Mixer:    mixer,
-		FFNNorm:  w.GetAs(load.F32, p+"post_attention_norm.weight", h.Hidden),
+		FFNNorm:  w.Norm(p+"post_attention_norm.weight", h.Hidden),
 		FFN:      feedForward(w, p, h),
 		Cache:    spec,
 	}
@@ -289,21 +268,11 @@ func ropeOptions(h Hyper) (opts []func(*rope.Options), multi bool) {
 // attention is a full-attention layer (prefix p): gated queries, Q/K
 // norms, partial RoPE, GQA.
 func attention(w *load.Weights, p string, h Hyper, ropeOpts []func(*rope.Options)) (*nn.Attention, kvcache.LayerSpec) {
-	d, hd := h.Hidden, h.HeadDim
-	a := &nn.Attention{
-		Q:       nn.Linear{Weight: w.Get(p+"attn_q.weight", d, 2*hd*h.Heads)},
-		K:       nn.Linear{Weight: w.Get(p+"attn_k.weight", d, hd*h.KVHeads)},
-		V:       nn.Linear{Weight: w.Get(p+"attn_v.weight", d, hd*h.KVHeads)},
-		Output:  nn.Linear{Weight: w.Get(p+"attn_output.weight", hd*h.Heads, d)},
-		QNorm:   w.GetAs(load.F32, p+"attn_q_norm.weight", hd),
-		KNorm:   w.GetAs(load.F32, p+"attn_k_norm.weight", hd),
-		Heads:   h.Heads,
-		KVHeads: h.KVHeads,
-		HeadDim: hd,
-		GatedQ:  true,
-		NormEps: h.Eps,
-		RoPE:    nn.RoPE{Dim: h.RopeDim, Base: h.RopeBase, Scale: h.RopeScale, Options: ropeOpts},
-	}
+	hd := h.HeadDim
+	a := w.Attention(p, h.Common, h.KVHeads, 2*hd*h.Heads)
+	a.QNorm, a.KNorm = w.QKNorm(p, hd)
+	a.GatedQ = true
+	a.RoPE = nn.RoPE{Dim: h.RopeDim, Base: h.RopeBase, Scale: h.RopeScale, Options: ropeOpts}
 	return a, kvcache.LayerSpec{Kind: kvcache.Attention, KeyDim: hd, ValueDim: hd, KVHeads: h.KVHeads}
 }
 
@@ -336,11 +305,7 @@ func feedForward(w *load.Weights, p string, h Hyper) decoder.FFN {
 		}
 		ffn = moe
 	} else {
-		ffn = &nn.FFN{
-			Gate: w.Get(p+"ffn_gate.weight", d, h.FeedForward),
-			Up:   w.Get(p+"ffn_up.weight", d, h.FeedForward),
-			Down: w.Get(p+"ffn_down.weight", h.FeedForward, d),
-		}
+		ffn = w.FFN(p, d, h.FeedForward)
 	}
 	return ffn
 }
