@@ -21,7 +21,7 @@ GO_ENV = CGO_CFLAGS="-g -O2 -DGGML_RS_LIB_ID=$$(sha1sum $(CURDIR)/$(LIB) | cut -
 PC_DIR := $(CURDIR)/target/pkgconfig
 export PKG_CONFIG_PATH := $(PC_DIR)$(if $(PKG_CONFIG_PATH),:$(PKG_CONFIG_PATH))
 
-.PHONY: all build run demo runner fetch-minilm fetch-smollm2 fetch-gemma3 install uninstall dist test-dist test test-outside test-ollama test-ollama-suite ollama-ggml-rs ollama-golden test-rust test-c test-go test-clients check-header check-symbols twin-ggml header bindings deps clean bench bench-ops bench-load \
+.PHONY: all build run demo runner fetch-minilm fetch-smollm2 fetch-gemma3 install uninstall dist test-dist test test-outside test-ollama test-ollama-suite ollama-ggml-rs ollama-golden bench-ollama test-rust test-c test-go test-clients check-header check-symbols twin-ggml header bindings deps clean bench bench-ops bench-load \
 	parity parity-golden quant-parity llama-ref models vocabs chat-golden jinja-golden schema-golden grammar-golden grammar-bench ollama llama-server llama-quantize bench-serve bench-barrier \
 	vulkan-deps vulkan-build test-vulkan test-vulkan-parity llama-ref-vulkan parity-golden-vulkan
 
@@ -519,6 +519,11 @@ test-ollama: ollama-ggml-rs runner $(MINILM_GGUF) $(OLLAMA_TEST_MODELS)
 test-ollama-suite: ollama-ggml-rs
 	cd .cache/ollama-ggml-rs/0.17.4/src && CGO_CFLAGS="-O2 -DGGML_RS_LIB_ID=$$(sha1sum $(CURDIR)/$(LIB) | cut -c1-16)" \
 	  GOFLAGS="-buildvcs=false -mod=mod" $(GO) test ./...
+
+# Ollama on ggml-rs against Ollama's own build, alternating
+# (scripts/bench-ollama.py): prefill and decode rates, size, peak memory.
+bench-ollama: ollama ollama-ggml-rs $(SMOLLM2) $(GEMMA3)
+	python3 scripts/bench-ollama.py $(OLLAMA_GGML_RS) .cache/ollama/0.17.4/ollama $(SMOLLM2) $(GEMMA3) $(MODELS_DIR)/qwen3-small-q8_0.gguf
 
 ollama-golden: ollama $(MINILM_GGUF) $(OLLAMA_TEST_MODELS)
 	python3 tests/ollama/test_ollama.py --golden .cache/ollama/0.17.4/ollama tests/ollama/golden.json $(MINILM_GGUF) $(OLLAMA_TEST_MODELS)
