@@ -92,8 +92,9 @@ type grammarVocab struct {
 	err     error
 }
 
-// compileFormat compiles a format's grammar for model l.
-func (l *loaded) compileFormat(text string) (*grammar.Grammar, *grammar.Vocab, error) {
+// compileGrammar compiles a format's grammar, from its rule root, for
+// model l.
+func (l *loaded) compileGrammar(text, root string) (*grammar.Grammar, *grammar.Vocab, error) {
 	gv := &l.gvocab
 	gv.once.Do(func() {
 		f, err := gguf.Open(l.file.path)
@@ -106,7 +107,7 @@ func (l *loaded) compileFormat(text string) (*grammar.Grammar, *grammar.Vocab, e
 	if gv.err != nil {
 		return nil, nil, fmt.Errorf("model %s: its vocabulary for the format's grammar: %w", l.file.name, gv.err)
 	}
-	g, err := grammar.Compile(text, "root", gv.resolve)
+	g, err := grammar.Compile(text, root, gv.resolve)
 	if err != nil {
 		return nil, nil, badRequest("format: the grammar does not compile: %s", strings.TrimSpace(err.Error()))
 	}

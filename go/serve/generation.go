@@ -3,7 +3,10 @@ package serve
 import (
 	"encoding/json"
 	"net/http"
+	"strings"
 	"time"
+
+	"github.com/ggml-rs/ggml-rs/go/chat"
 )
 
 // generation is a request's run through an engine, as the APIs use it:
@@ -20,6 +23,8 @@ type generation struct {
 	// splitter's last text goes out.
 	split splitter
 	done  *event
+	// tools, when set, parses the answer's text for tool calls.
+	tools toolParser
 }
 
 // startGeneration makes the prompt text (prompt: a chat template's
@@ -67,7 +72,11 @@ func (s *Server) startGeneration(r *http.Request, l *loaded, before []int32, pro
 	}
 	req := newGenRequest(r.Context(), ids, limit, opts.maxTokens, opts.sampling, opts.stops)
 	if opts.format != "" {
-		if req.grammar, req.vocab, err = l.compileFormat(opts.format); err != nil {
+		root := opts.grammarRoot
+		if root == "" {
+			root = "root"
+		}
+		if req.grammar, req.vocab, err = l.compileGrammar(opts.format, root); err != nil {
 			return nil, err
 		}
 	}
@@ -82,10 +91,15 @@ func rawPrompt(text string) func() (string, error) {
 	return func() (string, error) { return text, nil }
 }
 
-// chatPrompt is a conversation rendered with the model's chat template.
-func chatPrompt(p *promptMaker, msgs []message, think *bool) func() (string, error) {
+// chatPrompt is a conversation rendered with the model's chat template
+// (and the request's tools, if any).
+func chatPrompt(p *promptMaker, msgs []message, think *bool, ts *toolSet) func() (string, error) {
 	return func() (string, error) {
-		text, err := p.chat(msgs, think)
+		var tools []chat.Tool
+		if ts != nil {
+			tools = ts.tools
+		}
+		text, err := p.chat(msgs, think, tools)
 		if err != nil {
 			return "", badRequest("chat template: %v", err)
 		}
@@ -108,23 +122,59 @@ func (g *generation) next(r *http.Request) (event, bool) {
 	case <-r.Context().Done():
 		return event{}, false
 	}
-	if g.split != nil {
-		if !e.done {
+	if !e.done {
+		if g.split != nil {
 			e.thinking, e.text = g.split.add(e.text)
-		} else if th, co := g.split.flush(); e.err == nil && (th != "" || co != "") {
-			g.done = &e
-			return event{thinking: th, text: co}, true
 		}
+		if g.tools != nil {
+			e.text, e.calls = g.tools.add(e.text)
+		}
+		e.calls = append(e.calls, g.harmonyCalls()...)
+		return e, true
+	}
+	if e.err != nil {
+		return e, true
+	}
+	var th, co string
+	if g.split != nil {
+		th, co = g.split.flush()
+	}
+	var calls []toolCall
+	if g.tools != nil {
+		var more string
+		co, calls = g.tools.add(co)
+		more, rest := g.tools.flush()
+		co += more
+		calls = append(calls, rest...)
+	}
+	calls = append(calls, g.harmonyCalls()...)
+	if th != "" || co != "" || len(calls) > 0 {
+		g.done = &e
+		return event{thinking: th, text: co, calls: calls}, true
 	}
 	return e, true
 }
 
-// reply is a whole generation's text: its reasoning and its answer.
-type reply struct{ thinking, text string }
+// harmonyCalls are the calls gpt-oss's splitter has completed.
+func (g *generation) harmonyCalls() []toolCall {
+	if h, ok := g.split.(*harmonySplitter); ok {
+		return h.takeCalls()
+	}
+	return nil
+}
 
-// collect reads the whole generation (non-streaming replies).
+// reply is a whole generation's text: its reasoning and its answer, and
+// the tool calls parsed from it.
+type reply struct {
+	thinking, text string
+	calls          []toolCall
+}
+
+// collect reads the whole generation (non-streaming replies). Beside
+// tool calls, the answer's surrounding white space is dropped.
 func (g *generation) collect(r *http.Request) (reply, event, error) {
 	var text, thinking []byte
+	var calls []toolCall
 	for {
 		e, ok := g.next(r)
 		if !ok {
@@ -132,8 +182,13 @@ func (g *generation) collect(r *http.Request) (reply, event, error) {
 		}
 		text = append(text, e.text...)
 		thinking = append(thinking, e.thinking...)
+		calls = append(calls, e.calls...)
 		if e.done {
-			return reply{string(thinking), string(text)}, e, e.err
+			out := reply{thinking: string(thinking), text: string(text), calls: calls}
+			if len(calls) > 0 {
+				out.text = strings.TrimSpace(out.text)
+			}
+			return out, e, e.err
 		}
 	}
 }

@@ -1,12 +1,15 @@
 package serve
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"math"
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/ggml-rs/ggml-rs/go/chat"
 )
 
 // Ollama's API: /api/generate, /api/chat, /api/embed, /api/embeddings,
@@ -29,11 +32,13 @@ type generateRequest struct {
 }
 
 type chatMessage struct {
-	Role      string            `json:"role"`
-	Content   string            `json:"content"`
-	Thinking  string            `json:"thinking,omitempty"`
-	Images    []json.RawMessage `json:"images,omitempty"`
-	ToolCalls []json.RawMessage `json:"tool_calls,omitempty"`
+	Role       string            `json:"role"`
+	Content    string            `json:"content"`
+	Thinking   string            `json:"thinking,omitempty"`
+	Images     []json.RawMessage `json:"images,omitempty"`
+	ToolCalls  []json.RawMessage `json:"tool_calls,omitempty"`
+	ToolName   string            `json:"tool_name,omitempty"`
+	ToolCallID string            `json:"tool_call_id,omitempty"`
 }
 
 type chatRequest struct {
@@ -88,12 +93,9 @@ func now() string { return time.Now().UTC().Format(time.RFC3339Nano) }
 
 // refuseUnsupported refuses request features this server does not have,
 // rather than ignoring them and answering something else.
-func refuseUnsupported(images int, tools int) error {
+func refuseUnsupported(images int) error {
 	if images > 0 {
 		return badRequest("images are not supported: the models served here read text only")
-	}
-	if tools > 0 {
-		return badRequest("tools are not supported by this server (tool-free chat only)")
 	}
 	return nil
 }
@@ -128,7 +130,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request) {
 		fail(w, r, err)
 		return
 	}
-	err := s.ollamaCommon(req.Model, len(req.Images), 0)
+	err := s.ollamaCommon(req.Model, len(req.Images))
 	if err == nil && req.Template != "" {
 		err = badRequest("template is not supported: the model's own chat template is used (or raw: true)")
 	}
@@ -177,7 +179,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request) {
 			msgs = append(msgs, message{Role: "system", Content: req.System})
 		}
 		msgs = append(msgs, message{Role: "user", Content: req.Prompt})
-		prompt = chatPrompt(l.prompts, msgs, think)
+		prompt = chatPrompt(l.prompts, msgs, think, nil)
 	}
 	g, err := s.startGeneration(r, l, req.Context, prompt, opts, start)
 	if err != nil {
@@ -185,7 +187,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if templated {
-		g.split = newSplitter(l.prompts.style, think, g.text)
+		g.split = newSplitter(l.prompts.style, think, g.text, nil)
 	}
 	final := func(e event) generateResponse {
 		return generateResponse{Model: req.Model, CreatedAt: now(), Done: true, DoneReason: e.reason,
@@ -242,8 +244,8 @@ func streamOllama(w http.ResponseWriter, r *http.Request, g *generation, piece f
 			st.send(final(e))
 			return
 		}
-		if e.text == "" && e.thinking == "" {
-			continue // all held by the splitter
+		if e.text == "" && e.thinking == "" && len(e.calls) == 0 {
+			continue // all held by the splitter or the tool parser
 		}
 		if st.send(piece(e)) != nil {
 			return
@@ -252,14 +254,14 @@ func streamOllama(w http.ResponseWriter, r *http.Request, g *generation, piece f
 }
 
 // ollamaCommon checks what every generation request needs.
-func (s *Server) ollamaCommon(model string, images, tools int) error {
+func (s *Server) ollamaCommon(model string, images int) error {
 	if model == "" {
 		return badRequest("model is required")
 	}
 	if _, ok := s.cat.lookup(model); !ok {
 		return errUnknownModel{model}
 	}
-	return refuseUnsupported(images, tools)
+	return refuseUnsupported(images)
 }
 
 // loadOrUnload answers a request with nothing to generate: the model is
@@ -283,26 +285,99 @@ func (s *Server) loadOrUnload(w http.ResponseWriter, r *http.Request, model stri
 }
 
 // chatMessages checks a conversation and turns it into the template's
-// messages.
+// messages: an assistant turn's tool calls ({"id", "function": {"name",
+// "arguments"}}, arguments a JSON object or text holding one), a tool
+// turn's function name (tool_name, or name; else the name of the call
+// its tool_call_id answers) and call id.
 func chatMessages(in []chatMessage) ([]message, error) {
 	msgs := make([]message, 0, len(in))
+	names := map[string]string{} // call id: function
 	for i, m := range in {
 		switch m.Role {
-		case "system", "user", "assistant":
-		case "tool":
-			return nil, badRequest("messages[%d]: tool messages are not supported (tool-free chat only)", i)
+		case "system", "user", "assistant", "tool":
 		default:
-			return nil, badRequest("messages[%d]: role %q: system, user or assistant", i, m.Role)
+			return nil, badRequest("messages[%d]: role %q: system, user, assistant or tool", i, m.Role)
 		}
 		if len(m.Images) > 0 {
 			return nil, badRequest("messages[%d]: images are not supported: the models served here read text only", i)
 		}
+		out := message{Role: m.Role, Content: m.Content}
 		if len(m.ToolCalls) > 0 {
-			return nil, badRequest("messages[%d]: tool calls are not supported (tool-free chat only)", i)
+			if m.Role != "assistant" {
+				return nil, badRequest("messages[%d]: only assistant messages have tool_calls", i)
+			}
+			calls, err := messageToolCalls(m.ToolCalls, i)
+			if err != nil {
+				return nil, err
+			}
+			for _, c := range calls {
+				if c.ID != "" {
+					names[c.ID] = c.Name
+				}
+			}
+			out.ToolCalls = calls
 		}
-		msgs = append(msgs, message{Role: m.Role, Content: m.Content})
+		if m.Role == "tool" {
+			out.ToolName, out.ToolCallID = m.ToolName, m.ToolCallID
+			if out.ToolName == "" {
+				out.ToolName = names[m.ToolCallID]
+			}
+		}
+		msgs = append(msgs, out)
 	}
 	return msgs, nil
+}
+
+// messageToolCalls reads an assistant message's tool calls.
+func messageToolCalls(raw []json.RawMessage, i int) ([]chat.ToolCall, error) {
+	var calls []chat.ToolCall
+	for j, r := range raw {
+		var c struct {
+			ID       string `json:"id"`
+			Type     string `json:"type"`
+			Function struct {
+				Name      string          `json:"name"`
+				Arguments json.RawMessage `json:"arguments"`
+			} `json:"function"`
+		}
+		if err := json.Unmarshal(r, &c); err != nil {
+			return nil, badRequest("messages[%d].tool_calls[%d]: %v", i, j, err)
+		}
+		if c.Type != "" && c.Type != "function" {
+			return nil, badRequest("messages[%d].tool_calls[%d]: type %q: only function calls", i, j, c.Type)
+		}
+		if c.Function.Name == "" {
+			return nil, badRequest("messages[%d].tool_calls[%d]: function.name is required", i, j)
+		}
+		args := bytes.TrimSpace(c.Function.Arguments)
+		var text string
+		if json.Unmarshal(args, &text) == nil {
+			args = []byte(strings.TrimSpace(text))
+		}
+		if len(args) == 0 || string(args) == "null" {
+			args = []byte("{}")
+		}
+		var obj map[string]json.RawMessage
+		if json.Unmarshal(args, &obj) != nil {
+			return nil, badRequest("messages[%d].tool_calls[%d]: arguments must be a JSON object", i, j)
+		}
+		var compact bytes.Buffer
+		json.Compact(&compact, args)
+		calls = append(calls, chat.ToolCall{ID: c.ID, Name: c.Function.Name, Arguments: compact.String()})
+	}
+	return calls, nil
+}
+
+// ollamaToolCalls are calls as Ollama's message.tool_calls gives them:
+// {"id", "function": {"index", "name", "arguments": {...}}}; first is the
+// index of the first in the reply.
+func ollamaToolCalls(calls []toolCall, first int) []json.RawMessage {
+	var out []json.RawMessage
+	for i, c := range calls {
+		b, _ := json.Marshal(map[string]any{"id": c.ID, "function": map[string]any{"index": first + i, "name": c.Name, "arguments": c.Args}})
+		out = append(out, b)
+	}
+	return out
 }
 
 func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
@@ -312,10 +387,14 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		fail(w, r, err)
 		return
 	}
-	err := s.ollamaCommon(req.Model, 0, len(req.Tools))
+	err := s.ollamaCommon(req.Model, 0)
 	var msgs []message
 	if err == nil {
 		msgs, err = chatMessages(req.Messages)
+	}
+	var ts *toolSet
+	if err == nil {
+		ts, err = parseTools(req.Tools)
 	}
 	var think *bool
 	var keep time.Duration
@@ -354,15 +433,22 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		fail(w, r, err)
 		return
 	}
-	g, err := s.startGeneration(r, l, nil, chatPrompt(l.prompts, msgs, think), opts, start)
+	if err := l.prompts.checkTools(req.Model, ts); err != nil {
+		fail(w, r, err)
+		return
+	}
+	g, err := s.startGeneration(r, l, nil, chatPrompt(l.prompts, msgs, think, ts), opts, start)
 	if err != nil {
 		fail(w, r, err)
 		return
 	}
-	g.split = newSplitter(l.prompts.style, think, g.text)
+	g.split = newSplitter(l.prompts.style, think, g.text, ts)
+	if ts.parsed() {
+		g.tools = newToolParser(l.prompts.tools, ts)
+	}
 	final := func(e event, out reply) chatResponse {
-		return chatResponse{Model: req.Model, CreatedAt: now(), Message: chatMessage{Role: "assistant", Content: out.text, Thinking: out.thinking},
-			Done: true, DoneReason: e.reason, metrics: newMetrics(g, e, l.loadDur)}
+		return chatResponse{Model: req.Model, CreatedAt: now(), Message: chatMessage{Role: "assistant", Content: out.text, Thinking: out.thinking,
+			ToolCalls: ollamaToolCalls(out.calls, 0)}, Done: true, DoneReason: e.reason, metrics: newMetrics(g, e, l.loadDur)}
 	}
 	if !streaming(req.Stream) {
 		out, e, err := g.collect(r)
@@ -373,8 +459,11 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, final(e, out))
 		return
 	}
+	ncalls := 0
 	streamOllama(w, r, g, func(e event) any {
-		return chatResponse{Model: req.Model, CreatedAt: now(), Message: chatMessage{Role: "assistant", Content: e.text, Thinking: e.thinking}}
+		calls := ollamaToolCalls(e.calls, ncalls)
+		ncalls += len(e.calls)
+		return chatResponse{Model: req.Model, CreatedAt: now(), Message: chatMessage{Role: "assistant", Content: e.text, Thinking: e.thinking, ToolCalls: calls}}
 	}, func(e event) any { return final(e, reply{}) })
 }
 

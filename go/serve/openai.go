@@ -35,6 +35,7 @@ type oaiParams struct {
 	N                   *int               `json:"n"`
 	ResponseFormat      *oaiResponseFormat `json:"response_format"`
 	Tools               []json.RawMessage  `json:"tools"`
+	ToolChoice          json.RawMessage    `json:"tool_choice"`
 	Logprobs            json.RawMessage    `json:"logprobs"`
 }
 
@@ -88,9 +89,6 @@ func (p *oaiParams) options() (genOptions, error) {
 		return o, err
 	}
 	o.format = format
-	if len(p.Tools) > 0 {
-		return o, badRequest("tools are not supported by this server (tool-free chat only)")
-	}
 	if l := string(p.Logprobs); l != "" && l != "null" && l != "false" && l != "0" {
 		return o, badRequest("logprobs are not supported")
 	}
@@ -130,6 +128,28 @@ func finishReason(reason string) string {
 	}
 	return "stop"
 }
+
+// oaiFinish is finishReason, "tool_calls" when the reply made calls.
+func oaiFinish(reason string, calls int) string {
+	if calls > 0 && reason != "length" {
+		return "tool_calls"
+	}
+	return finishReason(reason)
+}
+
+// oaiToolCalls are calls as OpenAI's message.tool_calls gives them:
+// {"id", "type": "function", "function": {"name", "arguments": TEXT}}.
+func oaiToolCalls(calls []toolCall) []any {
+	out := make([]any, len(calls))
+	for i, c := range calls {
+		out[i] = map[string]any{"id": c.ID, "type": "function", "function": map[string]any{"name": c.Name, "arguments": string(c.Args)}}
+	}
+	return out
+}
+
+// oaiChunks is what one event of a chat stream sends, when it is more
+// than one chunk.
+type oaiChunks []any
 
 type oaiMessage struct {
 	Role    string `json:"role,omitempty"`
@@ -193,9 +213,11 @@ func (s *Server) oaiChat(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		oaiParams
 		Messages []struct {
-			Role      string            `json:"role"`
-			Content   json.RawMessage   `json:"content"`
-			ToolCalls []json.RawMessage `json:"tool_calls"`
+			Role       string            `json:"role"`
+			Content    json.RawMessage   `json:"content"`
+			ToolCalls  []json.RawMessage `json:"tool_calls"`
+			ToolCallID string            `json:"tool_call_id"`
+			Name       string            `json:"name"`
 		} `json:"messages"`
 		ReasoningEffort string `json:"reasoning_effort"`
 		Reasoning       *struct {
@@ -231,9 +253,20 @@ func (s *Server) oaiChat(w http.ResponseWriter, r *http.Request) {
 			fail(w, r, err)
 			return
 		}
-		in[i] = chatMessage{Role: role, Content: content, ToolCalls: m.ToolCalls}
+		in[i] = chatMessage{Role: role, Content: content, ToolCalls: m.ToolCalls, ToolCallID: m.ToolCallID}
+		if role == "tool" {
+			in[i].ToolName = m.Name
+		}
 	}
 	msgs, err := chatMessages(in)
+	if err != nil {
+		fail(w, r, err)
+		return
+	}
+	ts, err := parseTools(req.Tools)
+	if err == nil {
+		err = ts.parseToolChoice(req.ToolChoice)
+	}
 	if err != nil {
 		fail(w, r, err)
 		return
@@ -256,12 +289,23 @@ func (s *Server) oaiChat(w http.ResponseWriter, r *http.Request) {
 		fail(w, r, err)
 		return
 	}
-	g, err := s.startGeneration(r, l, nil, chatPrompt(l.prompts, msgs, think), opts, start)
+	if err := l.prompts.checkTools(req.Model, ts); err != nil {
+		fail(w, r, err)
+		return
+	}
+	if think, err = l.prompts.forTools(ts, think, &opts); err != nil {
+		fail(w, r, err)
+		return
+	}
+	g, err := s.startGeneration(r, l, nil, chatPrompt(l.prompts, msgs, think, ts), opts, start)
 	if err != nil {
 		fail(w, r, err)
 		return
 	}
-	g.split = newSplitter(l.prompts.style, think, g.text)
+	g.split = newSplitter(l.prompts.style, think, g.text, ts)
+	if ts.parsed() {
+		g.tools = newToolParser(l.prompts.tools, ts)
+	}
 	id, created := newID("chatcmpl-"), start.Unix()
 	if !req.Stream {
 		out, e, err := g.collect(r)
@@ -269,10 +313,21 @@ func (s *Server) oaiChat(w http.ResponseWriter, r *http.Request) {
 			fail(w, r, err)
 			return
 		}
+		var msg any = oaiMessage{Role: "assistant", Content: out.text, Reasoning: out.thinking}
+		if len(out.calls) > 0 {
+			m := map[string]any{"role": "assistant", "content": nil, "tool_calls": oaiToolCalls(out.calls)}
+			if out.text != "" {
+				m["content"] = out.text
+			}
+			if out.thinking != "" {
+				m["reasoning"] = out.thinking
+			}
+			msg = m
+		}
 		writeJSON(w, http.StatusOK, map[string]any{
 			"id": id, "object": "chat.completion", "created": created, "model": req.Model, "system_fingerprint": "ggml-rs",
-			"choices": []any{map[string]any{"index": 0, "message": oaiMessage{Role: "assistant", Content: out.text, Reasoning: out.thinking},
-				"finish_reason": finishReason(e.reason), "logprobs": nil}},
+			"choices": []any{map[string]any{"index": 0, "message": msg,
+				"finish_reason": oaiFinish(e.reason, len(out.calls)), "logprobs": nil}},
 			"usage": usage(e),
 		})
 		return
@@ -285,9 +340,29 @@ func (s *Server) oaiChat(w http.ResponseWriter, r *http.Request) {
 	if st.send(chunk(oaiMessage{Role: "assistant", Content: ""}, nil)) != nil {
 		return
 	}
+	// A call streams as OpenAI streams one: a chunk with its index, id,
+	// type and name (arguments ""), then one with its arguments.
+	ncalls := 0
 	s.oaiStream(r, st, g, req.StreamOptions != nil && req.StreamOptions.IncludeUsage,
-		func(e event) any { return chunk(oaiMessage{Content: e.text, Reasoning: e.thinking}, nil) },
-		func(e event) any { return chunk(map[string]any{}, finishReason(e.reason)) },
+		func(e event) any {
+			if len(e.calls) == 0 {
+				return chunk(oaiMessage{Content: e.text, Reasoning: e.thinking}, nil)
+			}
+			var out oaiChunks
+			if e.text != "" || e.thinking != "" {
+				out = append(out, chunk(oaiMessage{Content: e.text, Reasoning: e.thinking}, nil))
+			}
+			for _, c := range e.calls {
+				out = append(out,
+					chunk(map[string]any{"tool_calls": []any{map[string]any{"index": ncalls, "id": c.ID, "type": "function",
+						"function": map[string]any{"name": c.Name, "arguments": ""}}}}, nil),
+					chunk(map[string]any{"tool_calls": []any{map[string]any{"index": ncalls,
+						"function": map[string]any{"arguments": string(c.Args)}}}}, nil))
+				ncalls++
+			}
+			return out
+		},
+		func(e event) any { return chunk(map[string]any{}, oaiFinish(e.reason, ncalls)) },
 		func(e event) any {
 			return map[string]any{"id": id, "object": "chat.completion.chunk", "created": created, "model": req.Model,
 				"system_fingerprint": "ggml-rs", "choices": []any{}, "usage": usage(e)}
@@ -316,10 +391,19 @@ func (s *Server) oaiStream(r *http.Request, st *streamer, g *generation, withUsa
 			st.done()
 			return
 		}
-		if e.text == "" && e.thinking == "" {
-			continue // all held by the splitter
+		if e.text == "" && e.thinking == "" && len(e.calls) == 0 {
+			continue // all held by the splitter or the tool parser
 		}
-		if st.send(piece(e)) != nil {
+		p := piece(e)
+		if cs, ok := p.(oaiChunks); ok {
+			for _, c := range cs {
+				if st.send(c) != nil {
+					return
+				}
+			}
+			continue
+		}
+		if st.send(p) != nil {
 			return
 		}
 	}

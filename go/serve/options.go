@@ -17,6 +17,8 @@ type genOptions struct {
 	numCtx    int // 0: the server's
 	stops     []string
 	format    string // GBNF the output must follow (format.go; "": free)
+	// grammarRoot is format's start rule ("": root).
+	grammarRoot string
 }
 
 // Limits on stop sequences (OpenAI allows 4; Ollama does not say).

@@ -13,6 +13,9 @@ import (
 type message struct {
 	Role    string `json:"role"`
 	Content string `json:"content"`
+	// an assistant turn's tool calls; a tool turn's function and call id
+	ToolCalls            []chat.ToolCall `json:"-"`
+	ToolName, ToolCallID string          `json:"-"`
 }
 
 // promptMaker turns a conversation into a model's prompt text with the
@@ -22,6 +25,7 @@ type message struct {
 type promptMaker struct {
 	t     *chat.Template
 	style thinkStyle   // how the template marks reasoning
+	tools toolFormat   // how the model writes tool calls
 	model chat.Options // BOS and EOS, and whether the tokenizer adds them
 }
 
@@ -36,7 +40,7 @@ func newPromptMaker(f *modelFile, override string, c fs.Config, tok decoder.Toke
 	if err != nil {
 		return nil, err
 	}
-	return &promptMaker{t: t, style: styleOf(src), model: chat.ModelOptions(c, tok)}, nil
+	return &promptMaker{t: t, style: styleOf(src), tools: toolFormatOf(t.Source()), model: chat.ModelOptions(c, tok)}, nil
 }
 
 // templateError is the error of a model whose chat template does not
@@ -62,26 +66,60 @@ func checkTemplate(f *modelFile, override string) error {
 	return nil
 }
 
-// chat renders a conversation for the model to answer. A conversation
-// that ends with an assistant message is continued from it (as
-// llama-server's assistant prefill): the turns before it are rendered
-// with the generation prompt, and its text follows.
-func (p *promptMaker) chat(msgs []message, think *bool) (string, error) {
+// chat renders a conversation for the model to answer, with the tools
+// it may call. A conversation that ends with an assistant message (without
+// tool calls) is continued from it (as llama-server's assistant prefill):
+// the turns before it are rendered with the generation prompt, and its
+// text follows.
+func (p *promptMaker) chat(msgs []message, think *bool, tools []chat.Tool) (string, error) {
 	prefill := ""
-	if n := len(msgs); n > 1 && msgs[n-1].Role == "assistant" {
+	if n := len(msgs); n > 1 && msgs[n-1].Role == "assistant" && len(msgs[n-1].ToolCalls) == 0 {
 		prefill, msgs = msgs[n-1].Content, msgs[:n-1]
 	}
 	cm := make([]chat.Message, len(msgs))
 	for i, m := range msgs {
-		cm[i] = chat.Message{Role: m.Role, Content: m.Content}
+		cm[i] = chat.Message{Role: m.Role, Content: m.Content, ToolCalls: m.ToolCalls, ToolName: m.ToolName, ToolCallID: m.ToolCallID}
 	}
 	o := p.model
-	o.AddGenerationPrompt, o.EnableThinking = true, think
+	o.AddGenerationPrompt, o.EnableThinking, o.Tools = true, think, tools
 	text, err := p.t.Render(cm, o)
 	if err != nil {
 		return "", err
 	}
 	return text + prefill, nil
+}
+
+// checkTools refuses tools for a model whose template does not render
+// them (Ollama's 400 "does not support tools"; llama.cpp's capability
+// probe).
+func (p *promptMaker) checkTools(model string, ts *toolSet) error {
+	if ts != nil && !p.t.ToolCaps().Tools {
+		return badRequest("%q does not support tools: its chat template does not render them (serve's -chat-template FILE can give it one that does)", model)
+	}
+	return nil
+}
+
+// forTools adjusts a request for its tools: a call forced by tool_choice
+// is the grammar of the model's call format (and a template's thinking
+// is turned off, the call coming first); otherwise the reply is parsed
+// for calls. It returns the think setting to render with.
+func (p *promptMaker) forTools(ts *toolSet, think *bool, opts *genOptions) (*bool, error) {
+	if !ts.forced() {
+		return think, nil
+	}
+	if opts.format != "" {
+		return nil, badRequest("a format (response_format) cannot be combined with a tool_choice that forces a call")
+	}
+	g, err := ts.callGrammar(p.tools)
+	if err != nil {
+		return nil, err
+	}
+	opts.format, opts.grammarRoot = g, callRoot
+	if p.style == thinkTags {
+		off := false
+		think = &off
+	}
+	return think, nil
 }
 
 // checkThink refuses think: true for a model whose template has no

@@ -28,7 +28,8 @@ type genRequest struct {
 // event is a piece of a generation's text, or its end.
 type event struct {
 	text     string
-	thinking string // with a splitter (generation.split): the reasoning of text
+	thinking string     // with a splitter (generation.split): the reasoning of text
+	calls    []toolCall // with tools: the calls completed (generation.tools)
 	done     bool
 	// With done: why it ended ("stop", "length", or "" with err), and its
 	// counts and times.

@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"encoding/json"
 	"strings"
 	"unicode"
 )
@@ -51,7 +52,7 @@ type splitter interface {
 // always (its markup is never part of the answer). prompt is the rendered
 // prompt: a template that opens the reasoning itself (the prompt ends with
 // <think>) starts the splitter inside it.
-func newSplitter(style thinkStyle, think *bool, prompt string) splitter {
+func newSplitter(style thinkStyle, think *bool, prompt string, ts *toolSet) splitter {
 	switch style {
 	case thinkTags:
 		if think != nil && !*think {
@@ -63,7 +64,7 @@ func newSplitter(style thinkStyle, think *bool, prompt string) splitter {
 		}
 		return s
 	case thinkHarmony:
-		return &harmonySplitter{}
+		return &harmonySplitter{ts: ts}
 	}
 	return nil
 }
@@ -165,14 +166,56 @@ func (s *tagSplitter) flush() (thinking, content string) {
 // header is in the prompt already, "<|start|>assistant"); the analysis
 // channel is reasoning, the others (final, commentary) answer; headers
 // and markup are dropped.
+//
+// With tools (ts), a message to a function (recipient "to=functions.NAME"
+// in its channel or role header) is a call: its text is the arguments,
+// up to <|call|> (the end of generation), <|end|> or the next message.
 type harmonySplitter struct {
-	inHeader bool   // between <|start|> or <|channel|> and <|message|>
-	header   string // the header so far
-	channel  string // of the current message
-	buf      string
+	inHeader  bool   // between <|start|> or <|channel|> and <|message|>
+	header    string // the header so far
+	channel   string // of the current message
+	recipient string // of the current message's header ("to=...")
+	buf       string
+
+	ts       *toolSet
+	callName string // the function the current message calls
+	args     strings.Builder
+	calls    []toolCall // completed, not yet taken
 }
 
-var harmonyTags = []string{"<|start|>", "<|channel|>", "<|message|>", "<|end|>", "<|constrain|>"}
+var harmonyTags = []string{"<|start|>", "<|channel|>", "<|message|>", "<|end|>", "<|constrain|>", "<|call|>"}
+
+// takeCalls returns the calls completed since the last take.
+func (s *harmonySplitter) takeCalls() []toolCall {
+	c := s.calls
+	s.calls = nil
+	return c
+}
+
+// noteRecipient keeps a "to=" recipient written in the header so far.
+func (s *harmonySplitter) noteRecipient() {
+	for _, f := range strings.Fields(s.header) {
+		if r, ok := strings.CutPrefix(f, "to="); ok {
+			s.recipient = r
+		}
+	}
+}
+
+// endCall completes the current message's call; arguments that do not
+// parse (or an unknown function) are answer text.
+func (s *harmonySplitter) endCall(co *strings.Builder) {
+	if s.callName == "" {
+		return
+	}
+	args := s.args.String()
+	if c, ok := s.ts.call(s.callName, json.RawMessage(args)); ok {
+		s.calls = append(s.calls, c)
+	} else {
+		co.WriteString(args)
+	}
+	s.callName = ""
+	s.args.Reset()
+}
 
 func (s *harmonySplitter) emit(th, co *strings.Builder, text string) {
 	if s.channel == "analysis" {
@@ -203,22 +246,32 @@ func (s *harmonySplitter) add(text string) (thinking, content string) {
 		s.buf = s.buf[i+len(tag):]
 		switch tag {
 		case "<|start|>", "<|channel|>":
+			if tag == "<|start|>" {
+				s.endCall(&co)
+				s.recipient = ""
+			}
 			if !s.inHeader {
 				s.header = ""
 			}
 			s.inHeader = true
 			if tag == "<|channel|>" {
+				s.noteRecipient()
 				s.header = "" // the channel name follows
 			}
 		case "<|constrain|>":
 			// part of a header (a tool call's format): ignored
 		case "<|message|>":
+			s.noteRecipient()
 			s.channel = ""
 			if f := strings.Fields(s.header); len(f) > 0 {
 				s.channel = f[0]
 			}
-			s.inHeader, s.header = false, ""
-		case "<|end|>":
+			if name, ok := strings.CutPrefix(s.recipient, "functions."); ok && s.ts.parsed() && s.channel != "analysis" {
+				s.callName = name
+			}
+			s.inHeader, s.header, s.recipient = false, "", ""
+		case "<|end|>", "<|call|>":
+			s.endCall(&co)
 			s.channel, s.inHeader = "", false
 		}
 	}
@@ -234,6 +287,10 @@ func (s *harmonySplitter) text(th, co *strings.Builder, t string) {
 		s.header += t
 		return
 	}
+	if s.callName != "" {
+		s.args.WriteString(t)
+		return
+	}
 	s.emit(th, co, t)
 }
 
@@ -241,5 +298,6 @@ func (s *harmonySplitter) flush() (thinking, content string) {
 	var th, co strings.Builder
 	s.text(&th, &co, s.buf)
 	s.buf = ""
+	s.endCall(&co)
 	return th.String(), co.String()
 }

@@ -46,7 +46,7 @@ func TestSplitters(t *testing.T) {
 			text: "<|channel|>commentary to=functions.f <|constrain|>json<|message|>{\"a\":1}", content: "{\"a\":1}"},
 	} {
 		for _, n := range []int{0, 1, 2, 3, 7} {
-			sp := newSplitter(styleOf(c.template), c.think, c.prompt)
+			sp := newSplitter(styleOf(c.template), c.think, c.prompt, nil)
 			if c.none {
 				if sp != nil {
 					t.Errorf("%s: a splitter", c.name)
