@@ -9,6 +9,12 @@ Differential checks: greedy text through each API equals `ggml-rs generate
 equal `ggml-rs embed -json`; streamed text equals the non-streamed reply.
 The server runs with an API key (GGML_RS_API_KEY): the clients send it as
 they do (OpenAI's api_key, Ollama's headers), and without it get a 401.
+Tool calling runs against a second server whose decoder has Qwen3's chat
+template (-chat-template, from go/chat/testdata/templates): the openai
+SDK's tools with tool_choice "required" and a named function (a grammar
+forces the call, so even the random weights give one that validates),
+streamed and not; ollama-python's tools=[a Python function] and a tool
+reply continued.
 Exit status 1 with the failed check's message on any failure.
 """
 
@@ -71,12 +77,15 @@ def close(a, b, tol=1e-6):
     return len(a) == len(b) and all(abs(x - y) <= tol for x, y in zip(a, b))
 
 
-def main():
-    want_text = runner_greedy()
-    want_embs = runner_embeddings()
+QWEN3_TEMPLATE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "go", "chat", "testdata",
+                              "templates", "Qwen-Qwen3-0.6B.jinja")
+
+
+def serving(args, checks):
+    """Runs `ggml-rs serve` with args on a free port while checks(host) runs."""
     port = free_port()
     host = f"http://127.0.0.1:{port}"
-    server = subprocess.Popen([RUNNER, "serve", "-addr", f"127.0.0.1:{port}", "-parallel", "4", "-ctx", "512", DECODER, EMBEDDER],
+    server = subprocess.Popen([RUNNER, "serve", "-addr", f"127.0.0.1:{port}", *args],
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ, "GGML_RS_API_KEY": KEY})
     try:
         for _ in range(300):
@@ -87,7 +96,7 @@ def main():
                 if server.poll() is not None:
                     raise AssertionError("the server exited: " + server.stderr.read().decode())
                 time.sleep(0.1)
-        run_checks(host, want_text, want_embs)
+        checks(host)
     finally:
         server.terminate()
         try:
@@ -95,7 +104,112 @@ def main():
         except subprocess.TimeoutExpired:
             server.kill()
     check(server.returncode == 0, f"the server exited with {server.returncode} on SIGTERM")
+
+
+def main():
+    want_text = runner_greedy()
+    want_embs = runner_embeddings()
+    serving(["-parallel", "4", "-ctx", "512", DECODER, EMBEDDER], lambda host: run_checks(host, want_text, want_embs))
+    serving(["-parallel", "2", "-ctx", "2048", "-chat-template", QWEN3_TEMPLATE, DECODER], run_tool_checks)
     print("clients: all checks passed")
+
+
+def get_weather(city: Literal["Paris", "Tokyo"], days: int) -> str:
+    """Get the weather forecast.
+
+    Args:
+        city: The city
+        days: How many days ahead
+    """
+    return f"sunny in {city} for {days} days"
+
+
+# The same tool as OpenAI's clients describe it, with a finite argument
+# language (enums, a bounded integer).
+WEATHER = {"type": "function", "function": {"name": "get_weather", "description": "Get the weather forecast.",
+           "parameters": {"type": "object", "properties": {"city": {"type": "string", "enum": ["Paris", "Tokyo"]},
+                                                           "days": {"type": "integer", "minimum": 1, "maximum": 3}},
+                          "required": ["city", "days"], "additionalProperties": False}}}
+TIME = {"type": "function", "function": {"name": "get_time", "parameters": {
+    "type": "object", "properties": {"zone": {"type": "string", "enum": ["UTC", "CET"]}}, "required": ["zone"],
+    "additionalProperties": False}}}
+
+
+def valid_call(name, args):
+    if name == "get_weather":
+        return set(args) == {"city", "days"} and args["city"] in ("Paris", "Tokyo") and args["days"] in (1, 2, 3)
+    return name == "get_time" and args == {"zone": args.get("zone")} and args["zone"] in ("UTC", "CET")
+
+
+def run_tool_checks(host):
+    ol = ollama.Client(host=host, headers=AUTH)
+    oa = openai.OpenAI(base_url=host + "/v1", api_key=KEY)
+    msgs = [{"role": "user", "content": "What is the weather in Paris?"}]
+    calls = []
+    for choice in ("required", {"type": "function", "function": {"name": "get_time"}}):
+        r = oa.chat.completions.create(model=DEC, messages=msgs, tools=[WEATHER, TIME], tool_choice=choice,
+                                       temperature=0, max_tokens=300)
+        ch = r.choices[0]
+        check(ch.finish_reason == "tool_calls" and ch.message.tool_calls and len(ch.message.tool_calls) == 1,
+              f"openai tools {choice}: {ch}")
+        tc = ch.message.tool_calls[0]
+        args = json.loads(tc.function.arguments)
+        check(tc.id.startswith("call_") and tc.type == "function" and valid_call(tc.function.name, args),
+              f"openai tool call {tc}")
+        check(choice == "required" or tc.function.name == "get_time", f"named choice called {tc.function.name}")
+        # streamed: the deltas assemble into the same call
+        parts, finish = {}, None
+        for chunk in oa.chat.completions.create(model=DEC, messages=msgs, tools=[WEATHER, TIME], tool_choice=choice,
+                                                temperature=0, max_tokens=300, stream=True):
+            for c in chunk.choices:
+                finish = c.finish_reason or finish
+                for d in c.delta.tool_calls or []:
+                    p = parts.setdefault(d.index, {"id": None, "name": None, "arguments": ""})
+                    p["id"] = d.id or p["id"]
+                    if d.function:
+                        p["name"] = d.function.name or p["name"]
+                        p["arguments"] += d.function.arguments or ""
+        check(finish == "tool_calls" and len(parts) == 1, f"streamed openai tools: {finish} {parts}")
+        p = parts[0]
+        check(p["id"].startswith("call_") and p["name"] == tc.function.name and json.loads(p["arguments"]) == args,
+              f"streamed call {p} vs {tc}")
+        calls.append(tc)
+    # The call's result continues the conversation (OpenAI's shape).
+    tc = calls[0]
+    follow = msgs + [{"role": "assistant", "content": None, "tool_calls": [tc.model_dump()]},
+                     {"role": "tool", "tool_call_id": tc.id, "content": "sunny"}]
+    r = oa.chat.completions.create(model=DEC, messages=follow, tools=[WEATHER, TIME], temperature=0, max_tokens=8)
+    check(r.choices[0].finish_reason in ("stop", "length", "tool_calls"), f"openai tool reply: {r.choices[0]}")
+    try:
+        oa.chat.completions.create(model=DEC, messages=msgs, tools=[WEATHER],
+                                   tool_choice={"type": "function", "function": {"name": "nope"}})
+        check(False, "tool_choice naming an unknown function accepted")
+    except openai.BadRequestError as err:
+        check("nope" in str(err), f"openai unknown function: {err}")
+    print("tools (openai): ok (required and named calls validate, streamed and not; a tool reply continues)")
+
+    # ollama-python: a Python function as the tool (auto, as Ollama: the
+    # random weights may or may not call), then the call and its result
+    # continued through Ollama's message shape.
+    r = ol.chat(model=DEC, messages=msgs, tools=[get_weather], options={"temperature": 0, "num_predict": 32})
+    check(r.done and r.message.role == "assistant", f"ollama tools: {r}")
+    for c in r.message.tool_calls or []:
+        check(c.function.name == "get_weather" and isinstance(c.function.arguments, dict), f"ollama tool call {c}")
+    args = json.loads(calls[0].function.arguments)
+    history = msgs + [ollama.Message(role="assistant", content="", tool_calls=[
+        ollama.Message.ToolCall(function=ollama.Message.ToolCall.Function(name=calls[0].function.name, arguments=args))]),
+        {"role": "tool", "content": get_weather("Paris", 2), "tool_name": calls[0].function.name}]
+    r = ol.chat(model=DEC, messages=history, tools=[get_weather], options={"temperature": 0, "num_predict": 8})
+    check(r.done and r.prompt_eval_count > 0, f"ollama tool reply: {r}")
+    parts = list(ol.chat(model=DEC, messages=history, tools=[get_weather], stream=True,
+                         options={"temperature": 0, "num_predict": 8}))
+    check(parts[-1].done, "streamed ollama tool reply")
+    try:
+        ol.chat(model=DEC, messages=msgs, tools=[{"type": "function", "function": {"description": "no name"}}])
+        check(False, "a tool without a name accepted")
+    except ollama.ResponseError as err:
+        check(err.status_code == 400 and "name" in err.error, f"ollama nameless tool: {err.status_code} {err.error}")
+    print("tools (ollama): ok (a Python function as a tool, a tool reply continued)")
 
 
 def run_checks(host, want_text, want_embs):
