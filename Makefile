@@ -288,12 +288,12 @@ check-symbols: build
 
 # Micro-benchmarks of single ops through the Go backend.
 bench-ops: build
-	cd go && $(GO_ENV) $(GO) test -run '^$$' -bench . -benchtime 200000x ./ml/backend/bench/
+	cd go && $(GO_ENV) $(GO) test -run '^$$' -bench . -benchtime 200000x ./internal/bench/call/
 
 # Model loading from the page cache next to a sequential read of the same
 # file (a generated ~1.2 GiB model in .cache/loadbench/, written once).
 bench-load: build
-	cd go && $(GO_ENV) $(GO) run ./ml/backend/loadbench
+	cd go && $(GO_ENV) $(GO) run ./internal/bench/load
 
 # --- parity and speed against llama.cpp ------------------------------------------
 # The reference: llama.cpp's libllama from the same pinned package as our ggml

@@ -4,7 +4,7 @@
 // level, and the ratio ours/raw. Each figure is the median of several
 // trials (each trial interleaves the two sides chunk by chunk).
 //
-//	cd go && go run ./ml/backend/bench/table [-n 200000] [-trials 5] [-run API/]
+//	cd go && go run ./internal/bench/call/table [-n 200000] [-trials 5] [-run API/]
 package main
 
 import (
@@ -15,7 +15,7 @@ import (
 	"runtime"
 	"slices"
 
-	"github.com/ggml-rs/ggml-rs/go/ml/backend/bench"
+	"github.com/ggml-rs/ggml-rs/go/internal/bench/call"
 )
 
 func median(x []float64) float64 {

@@ -25,7 +25,7 @@
 // llama-q4.gguf), which x86 CPUs repack into interleaved layouts: the
 // default-options Load then measures the repacking path.
 //
-// Run from go/: `go run ./ml/backend/loadbench` (or `make bench-load` from
+// Run from go/: `go run ./internal/bench/load` (or `make bench-load` from
 // the repository root).
 package main
 

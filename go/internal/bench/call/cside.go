@@ -15,7 +15,7 @@
 // and recreate them outside the timed region every chunk of ops. Each
 // benchmark reports ns/op for its side; BenchmarkRatio runs both sides
 // interleaved and reports the ratio ours/raw as a metric. `go run
-// ./ml/backend/bench/table` (or `make bench-table`) prints the table.
+// ./internal/bench/call/table` (or `make bench-table`) prints the table.
 //
 // The cgo code is in this file because cgo is not allowed in _test.go files.
 package bench
