@@ -739,6 +739,11 @@ func (s *Server) show(w http.ResponseWriter, r *http.Request) {
 	if tmplErr == nil && styleOf(tmpl) != noThinking {
 		caps = append(caps, "thinking")
 	}
+	if tmplErr == nil {
+		if t, err := chat.Parse(tmpl); err == nil && t.ToolCaps().Tools {
+			caps = append(caps, "tools")
+		}
+	}
 	if isEmbedding(f.arch) {
 		caps = []string{"embedding"}
 	}

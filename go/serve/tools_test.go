@@ -297,6 +297,12 @@ func TestToolErrors(t *testing.T) {
 	qwen := templateModel(t, "qwen3-small-q8_0", "Qwen-Qwen3-0.6B.jinja", "qwen3-tools")
 	gptoss := templateModel(t, "gpt-oss-small-q8_0", "openai-gpt-oss-120b.jinja", "gpt-oss-tools")
 	_, url := newTestServer(t, Config{Parallel: 1, Context: 512}, modelPath(t, "qwen3-small-q8_0"), qwen, gptoss)
+	for model, want := range map[string]bool{"qwen3-tools": true, "gpt-oss-tools": true, "qwen3-small-q8_0": false} {
+		_, b := post(t, url+"/api/show", fmt.Sprintf(`{"model":%q}`, model))
+		if got := strings.Contains(string(b), `"tools"`); got != want {
+			t.Errorf("show %s: the tools capability %v, want %v", model, got, want)
+		}
+	}
 	msgs := `"messages":[{"role":"user","content":"hi"}]`
 	for _, c := range []struct{ path, body, want string }{
 		{"/v1/chat/completions", `{"model":"qwen3-tools",` + msgs + `,"tools":[{"type":"function","function":{"description":"x"}}]}`, "function.name"},
