@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/ggml-rs/ggml-rs/go/gguf"
+	"github.com/ggml-rs/ggml-rs/go/internal/tinymodel"
 	"github.com/ggml-rs/ggml-rs/go/model/llama"
 )
 
@@ -42,7 +43,7 @@ func TestUnsupportedArchitectureFirst(t *testing.T) {
 // tools.
 func TestThreadsFlagSpellings(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "tiny.gguf")
-	if _, err := llama.WriteTiny(path, llama.Qwen3, llama.TinyConfig{Layers: 1, Hidden: 64, Heads: 2, KVHeads: 1, FeedForward: 32}, 3); err != nil {
+	if _, err := tinymodel.WriteTiny(path, llama.Qwen3, tinymodel.TinyConfig{Layers: 1, Hidden: 64, Heads: 2, KVHeads: 1, FeedForward: 32}, 3); err != nil {
 		t.Fatal(err)
 	}
 	for _, args := range [][]string{

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ggml-rs/ggml-rs/go/internal/tinymodel"
 	"github.com/ggml-rs/ggml-rs/go/model/llama"
 )
 
@@ -78,8 +79,8 @@ func TestContextIsBounded(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "wide.gguf")
 	// 4 layers of 8 key/value heads of 32: 4 KiB of cache a token, so 10^9
 	// tokens would need 3.7 TiB, more than any test machine has free.
-	wide := llama.TinyConfig{Layers: 4, Hidden: 256, Heads: 8, KVHeads: 8, FeedForward: 64}
-	if _, err := llama.WriteTiny(path, llama.Qwen3, wide, 3); err != nil {
+	wide := tinymodel.TinyConfig{Layers: 4, Hidden: 256, Heads: 8, KVHeads: 8, FeedForward: 64}
+	if _, err := tinymodel.WriteTiny(path, llama.Qwen3, wide, 3); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ggml-rs/ggml-rs/go/internal/tinymodel"
 	"github.com/ggml-rs/ggml-rs/go/model/llama"
 )
 
@@ -15,7 +16,7 @@ func TestGenerateAndBench(t *testing.T) {
 	dir := t.TempDir()
 	for _, v := range []llama.Variant{llama.Llama, llama.Qwen3} {
 		path := filepath.Join(dir, v.Arch+".gguf")
-		if _, err := llama.WriteTiny(path, v, llama.DefaultTiny, 3); err != nil {
+		if _, err := tinymodel.WriteTiny(path, v, tinymodel.DefaultTiny, 3); err != nil {
 			t.Fatal(err)
 		}
 		args := []string{"generate", path, "-p", "hello world", "-n", "12", "-temp", "0", "-threads", "2"}

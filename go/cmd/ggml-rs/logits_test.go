@@ -10,13 +10,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ggml-rs/ggml-rs/go/internal/tinymodel"
 	"github.com/ggml-rs/ggml-rs/go/model/llama"
 )
 
 func TestLogitsAndTokenize(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "tiny.gguf")
-	if _, err := llama.WriteTiny(path, llama.Qwen3, llama.DefaultTiny, 7); err != nil {
+	if _, err := tinymodel.WriteTiny(path, llama.Qwen3, tinymodel.DefaultTiny, 7); err != nil {
 		t.Fatal(err)
 	}
 	type result struct {
@@ -82,7 +83,7 @@ func TestLogitsAndTokenize(t *testing.T) {
 	if status != 0 || json.Unmarshal([]byte(out), &one) != nil {
 		t.Fatalf("tokenize: status %d, %q, %q", status, out, errs)
 	}
-	tokens, _, _ := llama.TinyVocab()
+	tokens, _, _ := tinymodel.TinyVocab()
 	// qwen2's pre-tokenizer adds no BOS by default; the EOS text is parsed.
 	if n := len(one.Tokens); n < 3 || one.Tokens[n-1] != int32(len(tokens)-1) || tokens[one.Tokens[0]] != "hello" {
 		t.Fatalf("tokenize: %v", one.Tokens)

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ggml-rs/ggml-rs/go/internal/tinymodel"
 	"github.com/ggml-rs/ggml-rs/go/model/llama"
 )
 
@@ -102,7 +103,7 @@ func TestScanHexLinesEndlessLine(t *testing.T) {
 func TestTokenizeBatchStreams(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "tiny.gguf")
-	if _, err := llama.WriteTiny(path, llama.Qwen3, llama.DefaultTiny, 7); err != nil {
+	if _, err := tinymodel.WriteTiny(path, llama.Qwen3, tinymodel.DefaultTiny, 7); err != nil {
 		t.Fatal(err)
 	}
 	model, _ := json.Marshal(path)

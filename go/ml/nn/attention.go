@@ -56,7 +56,7 @@ type Attention struct {
 	// attention (a scale op of its own, as llama.cpp's Gemma 3 graph; the
 	// product is then scaled by Scale, 1 there).
 	QScale float32
-	RoPE  RoPE
+	RoPE   RoPE
 	// KeysBeforeValues adds the keys to the graph before the values, as
 	// llama.cpp's attention over a sliding-window cache does (gpt-oss);
 	// its other attention adds the queries, the values, then the keys.

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/ggml-rs/ggml-rs/go/gguf"
+	"github.com/ggml-rs/ggml-rs/go/internal/tinymodel"
 	"github.com/ggml-rs/ggml-rs/go/kvcache"
 	"github.com/ggml-rs/ggml-rs/go/ml"
 	_ "github.com/ggml-rs/ggml-rs/go/ml/backend"
@@ -20,7 +21,7 @@ import (
 
 // reference is the decoder's forward pass in float64 (keys and values
 // rounded to F16, as the cache stores them): the logits of every token.
-func reference(v llama.Variant, c llama.TinyConfig, w map[string][]float32, ids []int32) [][]float64 {
+func reference(v llama.Variant, c tinymodel.TinyConfig, w map[string][]float32, ids []int32) [][]float64 {
 	W := func(name string) []float64 {
 		f := make([]float64, len(w[name]))
 		for i, x := range w[name] {
@@ -149,10 +150,10 @@ func reference(v llama.Variant, c llama.TinyConfig, w map[string][]float32, ids 
 	return logits
 }
 
-func open(t *testing.T, v llama.Variant, c llama.TinyConfig, flash bool) (*decoder.Model, map[string][]float32) {
+func open(t *testing.T, v llama.Variant, c tinymodel.TinyConfig, flash bool) (*decoder.Model, map[string][]float32) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "tiny.gguf")
-	w, err := llama.WriteTiny(path, v, c, 42)
+	w, err := tinymodel.WriteTiny(path, v, c, 42)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +193,7 @@ func closeEnough(t *testing.T, what string, got []float32, want []float64) {
 func TestForwardMatchesReference(t *testing.T) {
 	ids := []int32{298, 5, 77, 260, 261, 120, 33, 290, 8, 199, 42}
 	for _, v := range []llama.Variant{llama.Llama, llama.Qwen3} {
-		for _, c := range []llama.TinyConfig{llama.DefaultTiny, {Layers: 2, Hidden: 64, Heads: 4, KVHeads: 4, FeedForward: 96, Tied: true}} {
+		for _, c := range []tinymodel.TinyConfig{tinymodel.DefaultTiny, {Layers: 2, Hidden: 64, Heads: 4, KVHeads: 4, FeedForward: 96, Tied: true}} {
 			for _, flash := range []bool{false, true} {
 				name := fmt.Sprintf("%s/kv%d/tied=%v/flash=%v", v.Arch, c.KVHeads, c.Tied, flash)
 				t.Run(name, func(t *testing.T) {
@@ -227,7 +228,7 @@ func TestForwardMatchesReference(t *testing.T) {
 }
 
 func TestGenerate(t *testing.T) {
-	m, _ := open(t, llama.Llama, llama.DefaultTiny, false)
+	m, _ := open(t, llama.Llama, tinymodel.DefaultTiny, false)
 	tok, err := decoder.NewTokenizer(m.Backend().Config())
 	if err != nil {
 		t.Fatal(err)
@@ -276,7 +277,7 @@ func TestGenerate(t *testing.T) {
 func TestDecodeGraphReuse(t *testing.T) {
 	for _, flash := range []bool{false, true} {
 		t.Run(fmt.Sprintf("flash=%v", flash), func(t *testing.T) {
-			m, _ := open(t, llama.Qwen3, llama.DefaultTiny, flash)
+			m, _ := open(t, llama.Qwen3, tinymodel.DefaultTiny, flash)
 			ids := make([]int32, 300)
 			for i := range ids {
 				ids[i] = int32((i*37 + 11) % m.Vocab)
@@ -337,7 +338,7 @@ func TestDecodeGraphReuse(t *testing.T) {
 // Forward on different caches from several goroutines gives each sequence
 // the logits it gets alone (the kept decode graph is shared state).
 func TestConcurrentDecode(t *testing.T) {
-	m, _ := open(t, llama.Llama, llama.DefaultTiny, true)
+	m, _ := open(t, llama.Llama, tinymodel.DefaultTiny, true)
 	seq := func(k int) []int32 {
 		ids := make([]int32, 40)
 		for i := range ids {

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/ggml-rs/ggml-rs/go/internal/rpcserver"
+	"github.com/ggml-rs/ggml-rs/go/internal/tinymodel"
 	"github.com/ggml-rs/ggml-rs/go/ml"
 	"github.com/ggml-rs/ggml-rs/go/ml/backend"
 	"github.com/ggml-rs/ggml-rs/go/model/llama"
@@ -43,7 +44,7 @@ func decodeOverRPC(t *testing.T) {
 		t.Fatal("the RPC server is not among the devices")
 	}
 	path := filepath.Join(t.TempDir(), "tiny.gguf")
-	if _, err := llama.WriteTiny(path, llama.Qwen3, llama.DefaultTiny, 42); err != nil {
+	if _, err := tinymodel.WriteTiny(path, llama.Qwen3, tinymodel.DefaultTiny, 42); err != nil {
 		t.Fatal(err)
 	}
 	ids := make([]int32, 24)

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/ggml-rs/ggml-rs/go/internal/tinymodel"
 	"github.com/ggml-rs/ggml-rs/go/ml"
 	_ "github.com/ggml-rs/ggml-rs/go/ml/backend"
 	"github.com/ggml-rs/ggml-rs/go/ml/nn"
@@ -18,7 +19,7 @@ func TestNew(t *testing.T) {
 	dir := t.TempDir()
 	for _, v := range []llama.Variant{llama.Qwen3, llama.Llama} {
 		path := filepath.Join(dir, v.Arch+".gguf")
-		if _, err := llama.WriteTiny(path, v, llama.DefaultTiny, 1); err != nil {
+		if _, err := tinymodel.WriteTiny(path, v, tinymodel.DefaultTiny, 1); err != nil {
 			t.Fatal(err)
 		}
 		b, err := ml.NewBackend(path, ml.BackendParams{AllocMemory: true, NumThreads: 1})

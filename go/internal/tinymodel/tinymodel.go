@@ -1,4 +1,7 @@
-package llama
+// Package tinymodel writes tiny random-weight models of llama's variants
+// (llama, qwen3) for tests, with the weights it wrote, so a test can hold
+// a forward pass to a plain-Go reference.
+package tinymodel
 
 import (
 	"encoding/binary"
@@ -7,6 +10,7 @@ import (
 	"math/rand"
 
 	"github.com/ggml-rs/ggml-rs/go/gguf"
+	"github.com/ggml-rs/ggml-rs/go/model/llama"
 	"github.com/ggml-rs/ggml-rs/go/tokenizer/bpe"
 )
 
@@ -48,7 +52,7 @@ func TinyVocab() (tokens []string, types []int32, merges []string) {
 // WriteTiny writes a deterministic random-weight model of variant v (F32
 // weights) to path and returns its weights by tensor name (ggml order:
 // fastest dimension first).
-func WriteTiny(path string, v Variant, c TinyConfig, seed int64) (map[string][]float32, error) {
+func WriteTiny(path string, v llama.Variant, c TinyConfig, seed int64) (map[string][]float32, error) {
 	r := rand.New(rand.NewSource(seed))
 	tokens, types, merges := TinyVocab()
 	hd := c.Hidden / c.Heads
