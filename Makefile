@@ -246,9 +246,12 @@ test-c: build
 # machine slow each other down several times over. Each package may take
 # 60 minutes (the parity package took 45 beside two busy loops and a
 # benchmark; the whole make test took 16 minutes on a quiet one).
+# staticcheck, pinned (a linter run by test-go, not a dependency of the module).
+STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
+
 test-go: build twin-ggml fetch-minilm $(MINILM_GGUF) $(SMOLLM2) $(GEMMA3) $(SMALL_MODELS) $(OLLAMA_MODELS) $(IMATRIX_FIXTURES) $(GPT2_VOCABS)
 	$(CARGO) build --release --bin ggml-rs-rpc-server
-	cd go && $(GO_ENV) $(GO) vet ./... && GGML_RS_MODELS=$(CURDIR)/$(MODELS_DIR) GGML_RS_VOCABS=$(CURDIR)/$(VOCABS_DIR) \
+	cd go && $(GO_ENV) $(GO) vet ./... && $(GO_ENV) $(GO) run $(STATICCHECK) ./... && GGML_RS_MODELS=$(CURDIR)/$(MODELS_DIR) GGML_RS_VOCABS=$(CURDIR)/$(VOCABS_DIR) \
 	  GGML_RS_MINILM=$(CURDIR)/$(MINILM_GGUF) GGML_RS_SMOLLM2=$(SMOLLM2) GGML_RS_GEMMA3=$(GEMMA3) \
 	  $(GO_ENV) $(GO) test -count=1 -p 1 -timeout 60m ./...
 
