@@ -50,6 +50,7 @@ deps:
 build: deps $(GGML_STAMP)
 	$(CARGO) build --release --lib
 	scripts/private-ggml.sh target/release target/static
+	ln -sf libggml_rs.so target/release/$$(readelf -d $(SO) | sed -n 's/.*soname: \[\(.*\)\]/\1/p')
 	scripts/gen-pc.sh $(PC_DIR)/ggml-rs.pc cpu $(CURDIR) '$${prefix}/target/static' '$${prefix}/include' '$${libdir}/libggml_rs.a'
 
 # --- Vulkan ------------------------------------------------------------------
