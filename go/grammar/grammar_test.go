@@ -165,7 +165,9 @@ func TestRefusals(t *testing.T) {
 }
 
 // TestHostile: inputs that would take llama.cpp unbounded time or memory
-// are refused quickly.
+// are refused by the engine's limits (the error names the limit). The
+// times are hang guards, about 15 times what each takes on a quiet 2-core
+// machine (0.1 to 3 s), so a loaded CI machine does not fail them.
 func TestHostile(t *testing.T) {
 	check := func(name string, f func() error, want string, limit time.Duration) {
 		t.Helper()
@@ -186,24 +188,24 @@ func TestHostile(t *testing.T) {
 		b.WriteString(" ::= \"x\"\n")
 	}
 	big := b.String()
-	check("10^6 rules", func() error { _, err := Compile(big, "", nil); return err }, "MaxGrammarBytes", time.Second)
+	check("10^6 rules", func() error { _, err := Compile(big, "", nil); return err }, "MaxGrammarBytes", 15*time.Second)
 	b.Reset()
 	for i := 0; i < 70000; i++ {
 		b.WriteString("r" + itoa(i) + "::=\"x\"\n")
 	}
 	b.WriteString("root ::= r0\n")
-	check("70000 rules", func() error { _, err := Compile(b.String(), "", nil); return err }, "MaxRules", 2*time.Second)
+	check("70000 rules", func() error { _, err := Compile(b.String(), "", nil); return err }, "MaxRules", 20*time.Second)
 	deep := "root ::= " + strings.Repeat("(", 100000) + "\"x\"" + strings.Repeat(")", 100000) + "\n"
-	check("deep nesting", func() error { _, err := Compile(deep, "", nil); return err }, "MaxNesting", time.Second)
+	check("deep nesting", func() error { _, err := Compile(deep, "", nil); return err }, "MaxNesting", 15*time.Second)
 	long := "root ::= \"" + strings.Repeat("a", 1<<20) + "\"{2000}\n"
-	check("huge expansion", func() error { _, err := Compile(long, "", nil); return err }, "MaxElements", 2*time.Second)
+	check("huge expansion", func() error { _, err := Compile(long, "", nil); return err }, "MaxElements", 20*time.Second)
 	// not left-recursive by llama.cpp's test (b has no empty alternative
 	// of its own), yet expanding root never reaches a terminal: the
 	// stack grows without end in llama.cpp
 	check("endless expansion", func() error {
 		_, err := Compile("root ::= b root \"q\" | \"z\"\nb ::= c\nc ::= \"x\" |\n", "", nil)
 		return err
-	}, "too complex", 5*time.Second)
+	}, "too complex", 45*time.Second)
 	// 2^n stacks after n "a": each a choice of closing "b" or "c"
 	g, err := Compile("root ::= s\ns ::= \"a\" s \"b\" | \"a\" s \"c\" | \"\"\n", "", nil)
 	if err != nil {
@@ -217,7 +219,7 @@ func TestHostile(t *testing.T) {
 			}
 		}
 		return nil
-	}, "too complex", 10*time.Second)
+	}, "too complex", 60*time.Second)
 	if !errors.Is(func() error {
 		st := NewState(g, toyVocab())
 		for i := 0; i < 40; i++ {
