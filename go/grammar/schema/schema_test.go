@@ -68,7 +68,7 @@ func expectLimit(t *testing.T, name string, s []byte, opts Options) {
 		t.Errorf("%s: want ErrLimit, got %v", name, err)
 		return
 	}
-	if el > 10*time.Second {
+	if el > 30*time.Second {
 		t.Errorf("%s: %v to refuse", name, el)
 	}
 	t.Logf("%s (%d bytes): %v in %v", name, len(s), err, el.Round(time.Millisecond))
@@ -174,7 +174,7 @@ func TestLargeLinear(t *testing.T) {
 			t.Errorf("%s: %v", tc.name, err)
 			continue
 		}
-		if el := time.Since(start); el > 10*time.Second {
+		if el := time.Since(start); el > 30*time.Second {
 			t.Errorf("%s: %v", tc.name, el)
 		}
 		t.Logf("%s: %d bytes of grammar in %v", tc.name, len(r.Grammar), time.Since(start).Round(time.Millisecond))
