@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/ggml-rs/ggml-rs/go/internal/jsonesc"
 )
 
 // toJSON is llama.cpp's value_to_json: keys in insertion order, strings
@@ -104,35 +106,7 @@ func writeJSON(b *strings.Builder, v Value, lvl, indent int, itemSep, keySep str
 	return true
 }
 
-func writeJSONString(b *strings.Builder, s string) {
-	b.WriteByte('"')
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch c {
-		case '"':
-			b.WriteString(`\"`)
-		case '\\':
-			b.WriteString(`\\`)
-		case '\b':
-			b.WriteString(`\b`)
-		case '\f':
-			b.WriteString(`\f`)
-		case '\n':
-			b.WriteString(`\n`)
-		case '\r':
-			b.WriteString(`\r`)
-		case '\t':
-			b.WriteString(`\t`)
-		default:
-			if c < 0x20 {
-				fmt.Fprintf(b, `\u%04x`, c)
-			} else {
-				b.WriteByte(c)
-			}
-		}
-	}
-	b.WriteByte('"')
-}
+func writeJSONString(b *strings.Builder, s string) { jsonesc.Write(b, s) }
 
 // cppFloat is a double written by a C++ stream with default settings
 // (%g, six significant digits).

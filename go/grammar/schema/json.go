@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/ggml-rs/ggml-rs/go/internal/jsonesc"
 )
 
 // A JSON value as llama.cpp's common_json (nlohmann::ordered_json) holds
@@ -507,38 +509,7 @@ func (v *jvalue) dumpTo(b *strings.Builder) {
 	}
 }
 
-func dumpString(b *strings.Builder, s string) {
-	const hexdigits = "0123456789abcdef"
-	b.WriteByte('"')
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch c {
-		case '"':
-			b.WriteString(`\"`)
-		case '\\':
-			b.WriteString(`\\`)
-		case '\b':
-			b.WriteString(`\b`)
-		case '\f':
-			b.WriteString(`\f`)
-		case '\n':
-			b.WriteString(`\n`)
-		case '\r':
-			b.WriteString(`\r`)
-		case '\t':
-			b.WriteString(`\t`)
-		default:
-			if c < 0x20 {
-				b.WriteString(`\u00`)
-				b.WriteByte(hexdigits[c>>4])
-				b.WriteByte(hexdigits[c&15])
-			} else {
-				b.WriteByte(c)
-			}
-		}
-	}
-	b.WriteByte('"')
-}
+func dumpString(b *strings.Builder, s string) { jsonesc.Write(b, s) }
 
 // dumpFloat lays out the shortest round-trip digits of f as nlohmann's
 // to_chars does (format_buffer with min_exp -4, max_exp 15).
