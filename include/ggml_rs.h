@@ -595,9 +595,10 @@ void ggml_rs_ctx_clear_error(struct ggml_rs_context *c);
 
 /**
  * A new tensor of `type` (a ggml type id) and shape `ne[0..n_dims]` (ggml
- * order, 1 to 4 dims, each ≥ 1) with its own buffer of this handle's
+ * order, 1 to 4 dims, each ≥ 0) with its own buffer of this handle's
  * placement; contents undefined. `n_dims == 0` or `ne[0] == 0` gives a 1-D
- * zero-element tensor without memory. The tensor belongs to the family.
+ * zero-element tensor without memory; a 0 in another dim, a zero-element
+ * tensor of that shape (e.g. no rows). The tensor belongs to the family.
  * NULL on error (no placement, bad shape or type, out of memory).
  */
 struct ggml_rs_tensor *ggml_rs_ctx_empty(struct ggml_rs_context *c,
@@ -1302,8 +1303,10 @@ struct ggml_rs_tensor *ggml_rs_repeat_4d(struct ggml_rs_context *ctx,
  * `B3 % b3 == 0`). `a` may be f32, f16, bf16 or a quantized type the CPU
  * can multiply (K a whole number of its blocks); `b` is f32, or f16/bf16
  * when `a` has that type (bf16 also with an f32 `a`). A float operand that
- * is strided in dim 0 (e.g. transposed) is copied first. Returns a new
- * tensor owned by ctx's family, or NULL with err set.
+ * is strided in dim 0 (e.g. transposed) is copied first. `a` may have no
+ * rows and `b` no rows or batches (an empty result, skipped at compute);
+ * K may not be 0. Returns a new tensor owned by ctx's family, or NULL with
+ * err set.
  */
 struct ggml_rs_tensor *ggml_rs_mul_mat(struct ggml_rs_context *ctx,
                                        struct ggml_rs_tensor *a,
@@ -1468,9 +1471,10 @@ struct ggml_rs_tensor *ggml_rs_reshape(struct ggml_rs_context *ctx,
 
 /**
  * A view of `a`'s memory starting `offset` bytes after `a`'s data, with
- * `ne[0..n_dims]` elements per dimension (1 to 4 dims, each >= 1) and the
+ * `ne[0..n_dims]` elements per dimension (1 to 4 dims, each >= 0) and the
  * byte strides `nb[0..n_dims-1]` of dims 1.. (dim 0 is dense; `nb` may be
- * NULL for a 1-D view). The view must lie entirely inside the memory of
+ * NULL for a 1-D view). A view with a 0 in its shape has no elements and
+ * may lie anywhere, as in ggml; any other must lie entirely inside the memory of
  * the tensor that owns `a`'s memory (for a view of a view: the original
  * tensor), offset and strides must be multiples of the element size (the
  * block size for quantized types, whose dim 0 must be whole blocks).

@@ -655,7 +655,12 @@ fn bad_inputs_are_errors_and_the_context_stays_usable() {
     err_of(root.reshape(t, &[-1, -1]), "reshape", "only one dimension can be inferred");
     // view
     err_of(root.view(x, 0, &[3, 4], &[]), "view", "takes 1 strides");
-    err_of(root.view(x, 0, &[0], &[]), "view", "invalid shape");
+    err_of(root.view(x, 0, &[-1], &[]), "view", "invalid shape");
+    // A view without elements is allowed (no rows of a batch) at any
+    // aligned offset, as in ggml: it is never read.
+    assert_eq!(root.view(x, 4 * 24, &[3, 0], &[12]).unwrap().ne(), [3, 0, 1, 1]);
+    assert_eq!(root.view(x, 4 * 30, &[0], &[]).unwrap().ne(), [0, 1, 1, 1]);
+    err_of(root.view(x, 2, &[0], &[]), "view", "multiples of the f32 element size 4");
     err_of(root.view(x, 0, &[1, 1, 1, 1, 1], &[4, 4, 4, 4]), "view", "unsupported number of dimensions 5");
     err_of(root.view(x, 2, &[4], &[]), "view", "multiples of the f32 element size 4");
     err_of(root.view(x, 0, &[4, 2], &[6]), "view", "multiples of the f32 element size 4");

@@ -120,9 +120,10 @@ pub extern "C" fn ggml_rs_ctx_clear_error(c: *mut ggml_rs_context) {
 }
 
 /// A new tensor of `type` (a ggml type id) and shape `ne[0..n_dims]` (ggml
-/// order, 1 to 4 dims, each ≥ 1) with its own buffer of this handle's
+/// order, 1 to 4 dims, each ≥ 0) with its own buffer of this handle's
 /// placement; contents undefined. `n_dims == 0` or `ne[0] == 0` gives a 1-D
-/// zero-element tensor without memory. The tensor belongs to the family.
+/// zero-element tensor without memory; a 0 in another dim, a zero-element
+/// tensor of that shape (e.g. no rows). The tensor belongs to the family.
 /// NULL on error (no placement, bad shape or type, out of memory).
 #[no_mangle]
 pub extern "C" fn ggml_rs_ctx_empty(c: *mut ggml_rs_context, type_: i32, ne: *const i64, n_dims: usize, err: *mut ggml_rs_error) -> *mut ggml_rs_tensor {

@@ -10,8 +10,10 @@ use super::{ggml_rs_error, ggml_rs_tensor, op, tensor_arg};
 /// `B3 % b3 == 0`). `a` may be f32, f16, bf16 or a quantized type the CPU
 /// can multiply (K a whole number of its blocks); `b` is f32, or f16/bf16
 /// when `a` has that type (bf16 also with an f32 `a`). A float operand that
-/// is strided in dim 0 (e.g. transposed) is copied first. Returns a new
-/// tensor owned by ctx's family, or NULL with err set.
+/// is strided in dim 0 (e.g. transposed) is copied first. `a` may have no
+/// rows and `b` no rows or batches (an empty result, skipped at compute);
+/// K may not be 0. Returns a new tensor owned by ctx's family, or NULL with
+/// err set.
 #[no_mangle]
 pub extern "C" fn ggml_rs_mul_mat(ctx: *mut ggml_rs_context, a: *mut ggml_rs_tensor, b: *mut ggml_rs_tensor, err: *mut ggml_rs_error) -> *mut ggml_rs_tensor {
     op(ctx, err, "mul_mat", |c| c.mul_mat(tensor_arg("mul_mat", "a", a)?, tensor_arg("mul_mat", "b", b)?))

@@ -27,9 +27,10 @@ pub extern "C" fn ggml_rs_reshape(
 }
 
 /// A view of `a`'s memory starting `offset` bytes after `a`'s data, with
-/// `ne[0..n_dims]` elements per dimension (1 to 4 dims, each >= 1) and the
+/// `ne[0..n_dims]` elements per dimension (1 to 4 dims, each >= 0) and the
 /// byte strides `nb[0..n_dims-1]` of dims 1.. (dim 0 is dense; `nb` may be
-/// NULL for a 1-D view). The view must lie entirely inside the memory of
+/// NULL for a 1-D view). A view with a 0 in its shape has no elements and
+/// may lie anywhere, as in ggml; any other must lie entirely inside the memory of
 /// the tensor that owns `a`'s memory (for a view of a view: the original
 /// tensor), offset and strides must be multiples of the element size (the
 /// block size for quantized types, whose dim 0 must be whole blocks).

@@ -313,16 +313,24 @@ impl Context {
 
     /// A tensor with its own freshly allocated buffer; contents undefined.
     /// An empty `shape`, or `shape[0] == 0`, gives a 1-D zero-element tensor
-    /// without memory (as Ollama's engine does).
+    /// without memory (as Ollama's engine does); a 0 in another dim gives a
+    /// zero-element tensor of that shape (e.g. `[n, 0]`, no rows).
     pub fn empty(&mut self, dtype: sys::ggml_type, shape: &[i64]) -> Result<Tensor> {
         const OP: &str = "empty";
         check::type_arg(OP, dtype)?;
-        if shape.is_empty() || shape[0] == 0 {
-            if shape.len() > 4 {
-                check::shape_arg(OP, shape, true)?;
-            }
+        if shape.is_empty() || shape.contains(&0) {
+            let (ne, n) = if shape.is_empty() || shape[0] == 0 {
+                if shape.len() > 4 {
+                    check::shape_arg(OP, shape, true)?;
+                }
+                ([0, 1, 1, 1], 1)
+            } else {
+                let ne = check::shape_arg(OP, shape, true)?;
+                check::block_aligned(OP, dtype, ne[0])?;
+                (ne, shape.len())
+            };
             let ctx = self.room(OP, 1)?;
-            let t = self.made(OP, unsafe { sys::ggml_new_tensor_1d(ctx, dtype, 0) })?;
+            let t = self.made(OP, unsafe { sys::ggml_new_tensor(ctx, dtype, n as i32, ne.as_ptr()) })?;
             // Give it a tiny buffer of its own: ggml's allocator asserts on a
             // memory-less leaf in a graph that has real nodes.
             let buft = self.buffer_type(OP).unwrap_or_else(|_| self.shared.backend.cpu_buft());

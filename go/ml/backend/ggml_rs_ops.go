@@ -12,6 +12,7 @@ import "C"
 import (
 	"cmp"
 	"fmt"
+	"slices"
 
 	"github.com/ggml-rs/ggml-rs/go/ml"
 	"github.com/ggml-rs/ggml-rs/go/ml/nn/rope"
@@ -212,11 +213,14 @@ func (t *Tensor) MulmatFullPrec(ctx ml.Context, t2 ml.Tensor) ml.Tensor {
 
 // shapeArg copies a shape with at most one -1 into the family's C scratch,
 // applying Ollama's checks that need no tensor metadata (the rest, such as
-// "cannot infer dimension", come from the library).
+// "cannot infer dimension" or a 0 in the shape of a tensor with elements,
+// come from the library; a tensor without elements, such as the rows of a
+// batch that has no outputs, may take a shape with a 0).
 func (c *Context) shapeArg(shape []int) *C.int64_t {
 	if len(shape) > 4 {
 		panic("unsupported number of dimensions")
 	}
+	inferring := slices.Contains(shape, -1)
 	inferred := false
 	for i, d := range shape {
 		switch {
@@ -225,7 +229,7 @@ func (c *Context) shapeArg(shape []int) *C.int64_t {
 				panic("only one dimension can be inferred")
 			}
 			inferred = true
-		case d == 0:
+		case d == 0 && inferring:
 			panic("dimension cannot be zero")
 		}
 		c.f.s.ne[i] = C.int64_t(d)

@@ -222,3 +222,43 @@ func TestChunk(t *testing.T) {
 		})
 	}
 }
+
+// TestNoOutputRows builds what Ollama's models build for a batch that ends
+// before the prompt does: the rows that produce logits (none) taken from
+// the hidden state, normalized, reshaped and multiplied by the output
+// matrix. ggml gives an empty result and skips it at compute; so must we,
+// beside a non-empty output of the same graph.
+func TestNoOutputRows(t *testing.T) {
+	ctx := setup(t)
+	x := ctx.Arange(0, 40, 1, ml.DTypeF32).Reshape(ctx, 8, 5)
+	w := ctx.Arange(0, 24, 1, ml.DTypeF32).Reshape(ctx, 8, 3)
+	outputs := ctx.Input().FromInts(nil, 0)
+	h := x.Rows(ctx, outputs).RMSNorm(ctx, nil, 1e-6)
+	logits := w.Mulmat(ctx, h)
+	// Shape() counts dims as ggml_n_dims does (up to the last one above 1).
+	if d0, d1 := logits.Dim(0), logits.Dim(1); d0 != 3 || d1 != 0 {
+		t.Fatalf("logits dims %d, %d, want 3, 0", d0, d1)
+	}
+	if r := logits.Reshape(ctx, 3, 1, 0); r.Dim(0) != 3 || r.Dim(1) != 1 || r.Dim(2) != 0 {
+		t.Fatalf("reshaped logits %d %d %d, want 3 1 0", r.Dim(0), r.Dim(1), r.Dim(2))
+	}
+	all := w.Mulmat(ctx, x)
+	got := compute(ctx, logits, all)
+	if len(got[0]) != 0 {
+		t.Errorf("empty logits read back %d values", len(got[0]))
+	}
+	// Row j of x is 8j..8j+7, row i of w is 8i..8i+7.
+	for j := range 5 {
+		for i := range 3 {
+			var want float32
+			for k := range 8 {
+				want += float32((8*j + k) * (8*i + k))
+			}
+			if v := got[1][j*3+i]; v != want {
+				t.Fatalf("product [%d,%d] = %v, want %v", i, j, v, want)
+			}
+		}
+	}
+	// A 0 beside an inferred dim stays Ollama's panic.
+	mustPanic(t, func() { logits.Reshape(ctx, 3, -1, 0) }, "dimension cannot be zero")
+}

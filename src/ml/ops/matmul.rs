@@ -144,7 +144,17 @@ pub(crate) fn is_float(t: sys::ggml_type) -> bool {
 }
 
 pub(crate) fn nonempty(op: &str, what: &str, t: Tensor) -> Result<()> {
-    if t.ne().iter().all(|&d| d > 0) {
+    nonempty_except(op, what, t, &[])
+}
+
+/// Like `nonempty`, but the dims in `may_be_zero` may be 0: ggml builds an
+/// empty result from such an operand and skips it at compute, and models
+/// meet it in practice (Ollama's take the rows that produce logits, none
+/// in a batch that ends before the prompt does, and multiply them by the
+/// output matrix). The dims left are those a kernel divides by or loops
+/// over for a result with elements.
+pub(crate) fn nonempty_except(op: &str, what: &str, t: Tensor, may_be_zero: &[usize]) -> Result<()> {
+    if t.ne().iter().enumerate().all(|(i, &d)| d > 0 || (d == 0 && may_be_zero.contains(&i))) {
         Ok(())
     } else {
         Err(Error::shape(format!("{op}: {what} is empty: {}", t.describe())))
@@ -164,10 +174,12 @@ impl Context {
         self.mul_mat_op("mul_mat_full_prec", a, b, true)
     }
 
-    /// Checks `mul_mat(a, b)` without building anything.
+    /// Checks `mul_mat(a, b)` without building anything. `a` may have no
+    /// rows (M = 0) and `b` no rows or batches: the result is then empty.
+    /// `K` and `a`'s batch dims (`b`'s are multiples of them) may not be 0.
     pub(crate) fn check_mul_mat(op: &str, a: Tensor, b: Tensor) -> Result<()> {
-        nonempty(op, "a", a)?;
-        nonempty(op, "b", b)?;
+        nonempty_except(op, "a", a, &[1])?;
+        nonempty_except(op, "b", b, &[1, 2, 3])?;
         if !is_float(b.dtype()) {
             return Err(Error::dtype(format!(
                 "{op}: b must be f32, f16 or bf16, got {}",

@@ -27,7 +27,7 @@
 //!   number of blocks of both types.
 //! * `add_id`: f32 `a` and `b` with dense dim 0, i32 `ids`.
 
-use super::matmul::{dense_rows, nonempty, vec_dot_type};
+use super::matmul::{dense_rows, nonempty, nonempty_except, vec_dot_type};
 use crate::ml::{check, tensor::type_name, Context, Error, Result, Tensor};
 use crate::sys;
 
@@ -35,10 +35,11 @@ fn blck(t: sys::ggml_type) -> i64 {
     unsafe { sys::ggml_blck_size(t) }
 }
 
-/// `ids` is i32 and 2-D (`ne[2] == ne[3] == 1`), with elements.
+/// `ids` is i32 and 2-D (`ne[2] == ne[3] == 1`), with at least one expert
+/// per token; there may be no tokens (an empty result).
 fn ids_arg(op: &str, ids: Tensor) -> Result<()> {
     check::dtype_in(op, "ids", ids, &[check::I32])?;
-    nonempty(op, "ids", ids)?;
+    nonempty_except(op, "ids", ids, &[1])?;
     let ne = ids.ne();
     if ne[2] != 1 || ne[3] != 1 {
         return Err(Error::shape(format!(
@@ -56,11 +57,11 @@ impl Context {
     /// `[M, n_used, n_tokens]`, `out[:, e, t] = as[:, :, ids[e,t]] ·
     /// b[:, e % n_b, t]`. `b` is f32, or the type of `as`'s CPU dot product
     /// (f16 for f16 `as`, bf16 for bf16 `as`). Out-of-range ids fail
-    /// `compute`.
+    /// `compute`. There may be no tokens (`n_tokens = 0`, an empty result).
     pub fn mul_mat_id(&mut self, as_: Tensor, b: Tensor, ids: Tensor) -> Result<Tensor> {
         const OP: &str = "mul_mat_id";
         nonempty(OP, "as", as_)?;
-        nonempty(OP, "b", b)?;
+        nonempty_except(OP, "b", b, &[2])?;
         ids_arg(OP, ids)?;
         let (na, nb, ni) = (as_.ne(), b.ne(), ids.ne());
         if na[3] != 1 {
@@ -149,13 +150,13 @@ impl Context {
     /// `b = [n, n_rows]` that `ids = [n_used, n_tokens]` (i32) selects for
     /// each `(e, t)`: `out[:, e, t] = a[:, e, t] + b[:, ids[e, t]]`. f32 `a`
     /// and `b` with dense dim 0 (other strides are free). Out-of-range ids
-    /// fail `compute`.
+    /// fail `compute`. There may be no tokens (an empty result).
     pub fn add_id(&mut self, a: Tensor, b: Tensor, ids: Tensor) -> Result<Tensor> {
         const OP: &str = "add_id";
         check::dtype_in(OP, "a", a, &[check::F32])?;
         check::dtype_in(OP, "b", b, &[check::F32])?;
         ids_arg(OP, ids)?;
-        nonempty(OP, "a", a)?;
+        nonempty_except(OP, "a", a, &[2])?;
         nonempty(OP, "b", b)?;
         check::rows_contiguous(OP, "a", a)?;
         check::rows_contiguous(OP, "b", b)?;

@@ -50,9 +50,13 @@ pub(crate) fn check_view(op: &str, a: Tensor, offset: usize, ne: [i64; 4], nb: [
     let ts = type_size(t);
     let bs = block_size(t);
     let describe = || format!("offset {offset}, ne {ne:?}, nb {nb:?}");
-    if ne.iter().any(|&d| d < 1) {
+    if ne.iter().any(|&d| d < 0) {
         return Err(Error::shape(format!("{op}: invalid view shape {ne:?} of {}", a.describe())));
     }
+    // A view without elements (a 0 in its shape) spans no bytes and is
+    // never read: ggml places it at any offset (Ollama's MoE layers take
+    // expert i's rows of an empty batch at i times the row stride).
+    let empty = ne.contains(&0);
     if bs > 1 {
         if ne[0] % bs != 0 {
             return Err(Error::shape(format!(
@@ -79,6 +83,9 @@ pub(crate) fn check_view(op: &str, a: Tensor, offset: usize, ne: [i64; 4], nb: [
             a.type_name(),
             describe()
         )));
+    }
+    if empty {
+        return Ok(());
     }
     // Bytes the view spans (ggml_nbytes' rule) and the bytes ggml's
     // constructor assumes (dense size); both must fit in the root.
@@ -166,7 +173,8 @@ impl Context {
     }
 
     /// A view of `a`'s memory: `offset` bytes from `a`'s data, `ne` elements
-    /// per dimension (1 to 4 dims, each ≥ 1) and `nb` byte strides for dims
+    /// per dimension (1 to 4 dims, each ≥ 0; a 0 gives a view without
+    /// elements, such as no rows of a batch) and `nb` byte strides for dims
     /// 1.. (`ne.len() - 1` of them; dim 0 is dense). The view must lie inside
     /// the memory `a` belongs to (for a view of a view: the whole tensor that
     /// owns the memory) and its offset and strides must be multiples of the
@@ -174,7 +182,7 @@ impl Context {
     pub fn view(&mut self, a: Tensor, offset: usize, ne: &[i64], nb: &[usize]) -> Result<Tensor> {
         const OP: &str = "view";
         let n = ne.len();
-        let shape = check::shape_arg(OP, ne, false)?;
+        let shape = check::shape_arg(OP, ne, true)?;
         if nb.len() + 1 != n {
             return Err(Error::shape(format!(
                 "{OP}: a {n}-dimensional view takes {} strides (dims 1..), got {}",
@@ -447,12 +455,15 @@ fn infer_shape(op: &str, a: Tensor, shape: &[i64]) -> Result<([i64; 4], usize)> 
                 }
                 inferred = Some(i);
             }
-            0 => {
+            // A zero-element `a` may take a shape with a 0 in it, but not
+            // one that also infers a dim (Ollama's `inferShape`).
+            0 if inferring || total != 0 => {
                 return Err(Error::shape(format!(
                     "{op}: dimension cannot be zero, shape {shape:?} for {}",
                     a.describe()
                 )))
             }
+            0 => {}
             d if d < 0 => {
                 return Err(Error::shape(format!(
                     "{op}: invalid dimension {d} in shape {shape:?} for {}",
@@ -478,7 +489,7 @@ fn infer_shape(op: &str, a: Tensor, shape: &[i64]) -> Result<([i64; 4], usize)> 
     if let Some(i) = inferred {
         resolved[i] = rest;
     }
-    let ne = check::shape_arg(op, resolved, false)?;
+    let ne = check::shape_arg(op, resolved, total == 0)?;
     if ne.iter().product::<i64>() != total {
         return Err(Error::shape(format!(
             "{op}: cannot reshape {} ({total} elements) to {resolved:?}",
