@@ -41,6 +41,9 @@ type Backend struct {
 	// compute buffers hold now (nil after a Reserve). Outputs of any other
 	// handle's compute have been overwritten.
 	lastCompute *C.ggml_rs_context
+	// outputs keeps computed outputs readable across another graph's
+	// compute (outputs.go); guarded by computeMu.
+	outputs outputStore
 
 	closeMu sync.Mutex
 	closed  atomic.Bool

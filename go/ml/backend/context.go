@@ -123,6 +123,9 @@ func (c *Context) Close() {
 	if f.closed.Swap(true) {
 		return
 	}
+	f.b.computeMu.Lock()
+	f.b.forgetFamily(f)
+	f.b.computeMu.Unlock()
 	for _, h := range f.handles {
 		C.ggml_rs_ctx_free(h)
 	}
@@ -190,16 +193,13 @@ func (c *Context) ComputeWithNotify(cb func(), ts ...ml.Tensor) {
 	if cb != nil {
 		go cb()
 	}
+	b.keepUnread()
 	b.lastCompute = nil
 	if C.ggml_rs_ctx_compute(c.c, firstOrNil(ptrs), C.size_t(len(ptrs)), &c.f.s.err) != C.GGML_RS_OK {
 		c.fail()
 	}
 	b.lastCompute = c.c
-	for _, t := range ts {
-		if t != nil {
-			t.(*Tensor).computedBy.Store(uintptr(unsafe.Pointer(c.c)))
-		}
-	}
+	b.listOutputs(c.c, ts)
 }
 
 // Reserve sizes (and, with AllocMemory, allocates) the compute buffers
@@ -214,6 +214,7 @@ func (c *Context) Reserve() {
 		sp = &sizes[0]
 	}
 	b.computeMu.Lock()
+	b.keepUnread()
 	b.lastCompute = nil // reserving resets the scheduler's buffers
 	status := C.ggml_rs_ctx_reserve(c.c, sp, C.size_t(len(sizes)), &c.f.s.err)
 	b.computeMu.Unlock()

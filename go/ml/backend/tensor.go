@@ -9,6 +9,7 @@ import "C"
 import (
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync/atomic"
 	"unsafe"
 
@@ -191,25 +192,38 @@ func (t *Tensor) Bytes() []byte {
 	if t.computedBy.Load() == 0 {
 		return nil
 	}
-	defer t.lockOutputs("Bytes")()
+	saved, unlock := t.lockOutput("Bytes")
+	defer unlock()
+	if saved != nil {
+		return slices.Clone(saved)
+	}
 	return t.read("Bytes")
 }
 
-// lockOutputs holds the backend's compute lock while a computed tensor is
-// read, and panics if its graph's outputs have since been overwritten by
-// a compute of another context (read outputs before computing the next
-// graph, as Ollama's runner does). It returns the unlock function.
-func (t *Tensor) lockOutputs(op string) func() {
-	if t.f == nil {
-		return func() {}
+// lockOutput holds the backend's compute lock while a computed tensor is
+// read, returning the bytes saved from its compute (nil while the compute
+// buffers hold them; outputs.go) and the unlock function. It panics if the
+// value is gone: another compute ran after it had been read.
+func (t *Tensor) lockOutput(op string) ([]byte, func()) {
+	// A tensor without elements has no value to lose (Ollama's runner reads
+	// the empty logits of a batch that ends inside the prompt).
+	if t.f == nil || t.dataSize() == 0 {
+		return nil, func() {}
 	}
 	b := t.f.b
 	b.computeMu.Lock()
-	if !t.owned && uintptr(unsafe.Pointer(b.lastCompute)) != t.computedBy.Load() {
-		b.computeMu.Unlock()
-		panic(&Error{Status: StatusInvalidArgument, Message: op + ": the tensor's value was overwritten: another graph was computed (or reserved) on this backend after the one that listed it; read outputs before computing the next graph"})
+	if t.owned {
+		return nil, b.computeMu.Unlock
 	}
-	return b.computeMu.Unlock
+	held := true
+	defer func() {
+		if held { // output panicked
+			b.computeMu.Unlock()
+		}
+	}()
+	saved, _ := b.output(t, op)
+	held = false
+	return saved, b.computeMu.Unlock
 }
 
 func (t *Tensor) read(op string) []byte {
@@ -236,7 +250,11 @@ func (t *Tensor) Floats() []float32 {
 	if t.computedBy.Load() == 0 {
 		return nil
 	}
-	defer t.lockOutputs("Floats")()
+	saved, unlock := t.lockOutput("Floats")
+	defer unlock()
+	if saved != nil {
+		return t.savedFloats(saved, nil)
+	}
 	return t.readFloats("Floats")
 }
 
@@ -249,7 +267,11 @@ func (t *Tensor) FloatsInto(dst []float32) []float32 {
 	if t.computedBy.Load() == 0 {
 		return nil
 	}
-	defer t.lockOutputs("FloatsInto")()
+	saved, unlock := t.lockOutput("FloatsInto")
+	defer unlock()
+	if saved != nil {
+		return t.savedFloats(saved, dst)
+	}
 	return t.readFloatsInto("FloatsInto", dst)
 }
 
