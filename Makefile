@@ -526,8 +526,8 @@ test-ollama-suite: ollama-ggml-rs
 
 # Ollama on ggml-rs against Ollama's own build, alternating
 # (scripts/bench-ollama.py): prefill and decode rates, size, peak memory.
-bench-ollama: ollama ollama-ggml-rs $(SMOLLM2) $(GEMMA3)
-	python3 scripts/bench-ollama.py $(OLLAMA_GGML_RS) .cache/ollama/0.17.4/ollama $(SMOLLM2) $(GEMMA3) $(MODELS_DIR)/qwen3-small-q8_0.gguf
+bench-ollama: ollama ollama-ggml-rs $(SMOLLM2) $(GEMMA3) $(MODELS_DIR)/qwen3moe-small-q8_0.gguf
+	python3 scripts/bench-ollama.py $(OLLAMA_GGML_RS) .cache/ollama/0.17.4/ollama $(SMOLLM2) $(GEMMA3) $(MODELS_DIR)/qwen3-small-q8_0.gguf $(MODELS_DIR)/qwen3moe-small-q8_0.gguf
 
 ollama-golden: ollama $(MINILM_GGUF) $(OLLAMA_TEST_MODELS)
 	python3 tests/ollama/test_ollama.py --golden .cache/ollama/0.17.4/ollama tests/ollama/golden.json $(MINILM_GGUF) $(OLLAMA_TEST_MODELS)

@@ -8,9 +8,13 @@ request (so drift of the machine hits both).
 OURS is .cache/ollama-ggml-rs/<v>/ollama (make ollama-ggml-rs), CGO
 .cache/ollama/<v>/ollama (make ollama). Each server runs Ollama's Go engine
 (OLLAMA_NEW_ENGINE=1) with its defaults; each request is a raw prompt of
-about 200 tokens, greedy, N generated tokens. Prefill and decode rates are
+about 200 tokens, greedy, N generated tokens, then test-ollama's long
+prompt (800-1800 tokens, past one batch; prefill only: "pp-long"). Each
+prompt starts with the round number, so no cached prefix is reused.
+Prefill and decode rates are
 Ollama's own counts over its own durations (prompt_eval_*, eval_*); the
-table gives the median over rounds and the ratio ours/cgo, then each
+table gives the median over rounds, the ratio ours/cgo of the medians
+and the range of the rounds' own ratios, then each
 binary's size and its runner's peak resident memory (VmHWM).
 """
 
@@ -55,8 +59,8 @@ def main():
     ap.add_argument("models", nargs="+")
     a = ap.parse_args()
     builds = {"ggml-rs": a.ours, "cgo": a.cgo}
-    print("| model | test | Ollama on ggml-rs | Ollama (cgo) | ratio |")
-    print("|---|---|---:|---:|---:|")
+    print("| model | test | Ollama on ggml-rs | Ollama (cgo) | ratio | ratio range |")
+    print("|---|---|---:|---:|---:|---:|")
     mem = {}
     for path in a.models:
         servers, tmps = {}, []
@@ -66,7 +70,7 @@ def main():
                 tmps.append(tmp)
                 server, host, env = T.start_ollama(binary, tmp)
                 servers[b] = (server, host, T.create(binary, env, tmp, path))
-            rates = {b: {"pp": [], "tg": []} for b in builds}
+            rates = {b: {"pp": [], "tg": [], "pp-long": []} for b in builds}
             for r in range(a.rounds + 1):  # round 0 warms up
                 for b, (server, host, name) in servers.items():
                     x = T.post(host, "/api/generate", {"model": name, "prompt": f"{r} {TEXT}", "raw": True, "stream": False,
@@ -75,9 +79,14 @@ def main():
                         continue
                     rates[b]["pp"].append(x["prompt_eval_count"] / (x["prompt_eval_duration"] / 1e9))
                     rates[b]["tg"].append(x["eval_count"] / (x["eval_duration"] / 1e9))
-            for test in ("pp", "tg"):
+                    x = T.post(host, "/api/generate", {"model": name, "prompt": f"{r} {T.LONG}", "raw": True, "stream": False,
+                                                       "options": {"temperature": 0, "num_predict": 1}})
+                    rates[b]["pp-long"].append(x["prompt_eval_count"] / (x["prompt_eval_duration"] / 1e9))
+            for test in ("pp", "tg", "pp-long"):
                 o, c = statistics.median(rates["ggml-rs"][test]), statistics.median(rates["cgo"][test])
-                print(f"| {os.path.basename(path)} | {test} | {o:.1f} | {c:.1f} | {o / c:.2f} |", flush=True)
+                # Round by round (the two requests of a round back to back).
+                per = [x / y for x, y in zip(rates["ggml-rs"][test], rates["cgo"][test])]
+                print(f"| {os.path.basename(path)} | {test} | {o:.1f} | {c:.1f} | {o / c:.2f} | {min(per):.2f}-{max(per):.2f} |", flush=True)
             for b, (server, _, _) in servers.items():
                 mem.setdefault(b, []).append((os.path.basename(path), runner_hwm(server)))
         finally:
