@@ -21,6 +21,10 @@
 #
 # Usage: scripts/build-ollama-ggml-rs.sh [VERSION]   (default 0.17.4, the
 # last release with the Go engine's ggml backend)
+#        OLLAMA_SRC=DIR scripts/build-ollama-ggml-rs.sh LABEL
+# builds an Ollama source tree DIR instead of a release from the proxy
+# (for instance f63eea3d, the Go engine's last commit, which the proxy
+# does not serve: `git archive f63eea3d | tar -x -C DIR` from a clone).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 version=${1:-${OLLAMA_VERSION:-0.17.4}}
@@ -31,15 +35,21 @@ lib=$root/target/static/libggml_rs.a
 export PKG_CONFIG_PATH=$root/target/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
 
 srchash=$( (cd "$root/go" && find . -name '*.go' -o -name go.mod | LC_ALL=C sort | xargs sha1sum) | sha1sum | cut -c1-16)
-stamp="ollama $version lib:$(sha1sum "$lib" | cut -c1-16) go-src:$srchash script:$(sha1sum "$0" | cut -c1-16) go:$(go env GOVERSION)"
+srcdir=${OLLAMA_SRC:-}
+[ -z "$srcdir" ] || [ -f "$srcdir/go.mod" ] || { echo "build-ollama-ggml-rs: OLLAMA_SRC=$srcdir has no go.mod" >&2; exit 1; }
+stamp="ollama $version${srcdir:+ src:$(cd "$srcdir" && find . -name '*.go' -o -name go.mod | LC_ALL=C sort | xargs sha1sum | sha1sum | cut -c1-16)} lib:$(sha1sum "$lib" | cut -c1-16) go-src:$srchash script:$(sha1sum "$0" | cut -c1-16) go:$(go env GOVERSION)"
 if [ -x "$dest/ollama" ] && [ "$(cat "$dest/.ggml-rs-stamp" 2>/dev/null)" = "$stamp" ]; then
   echo "build-ollama-ggml-rs: already built ($stamp)" >&2
   echo "$dest/ollama"
   exit 0
 fi
 
-modjson=$(go mod download -json "github.com/ollama/ollama@v$version")
-moddir=$(python3 -c 'import json, sys; d = json.load(sys.stdin); print(d.get("Dir") or sys.exit(d.get("Error", "no Dir")))' <<<"$modjson")
+if [ -n "$srcdir" ]; then
+  moddir=$srcdir
+else
+  modjson=$(go mod download -json "github.com/ollama/ollama@v$version")
+  moddir=$(python3 -c 'import json, sys; d = json.load(sys.stdin); print(d.get("Dir") or sys.exit(d.get("Error", "no Dir")))' <<<"$modjson")
+fi
 src=$dest/src
 rm -rf "$src" "$dest/ollama" "$dest/.ggml-rs-stamp"
 mkdir -p "$dest"
