@@ -509,7 +509,8 @@ ollama:
 # kernels differ between Ollama's ggml and ours, notes/ollama-on-ggml.md).
 OLLAMA_GGML_RS := .cache/ollama-ggml-rs/0.17.4/ollama
 OLLAMA_TEST_MODELS = $(SMOLLM2) $(GEMMA3) $(MODELS_DIR)/qwen3-small-q8_0.gguf $(MODELS_DIR)/qwen3moe-small-q8_0.gguf \
-	$(MODELS_DIR)/qwen3next-small-q8_0-ollama.gguf $(MODELS_DIR)/qwen35moe-small-q8_0-ollama.gguf $(MODELS_DIR)/qwen35-small-f16-ollama.gguf
+	$(MODELS_DIR)/qwen3next-small-q8_0-ollama.gguf $(MODELS_DIR)/qwen35moe-small-q8_0-ollama.gguf $(MODELS_DIR)/qwen35-small-f16-ollama.gguf \
+	$(MODELS_DIR)/gpt-oss-small-q8_0-ollama.gguf
 
 ollama-ggml-rs: build
 	scripts/build-ollama-ggml-rs.sh

@@ -137,10 +137,12 @@ def runner_greedy(path, prompt=PROMPT, n=N):
 
 
 def first_logprobs(host, name, prompt):
-    """The top log-probabilities of the first token after prompt (raw), or
-    None where Ollama's output parser kept the token (a reasoning tag)."""
+    """The top log-probabilities of the first token Ollama reports after
+    prompt (raw, N greedy tokens): the first generated one, or for models
+    whose output parser keeps tokens (gpt-oss's harmony channels, qwen3.5's
+    reasoning tags) the first it lets through; None if it keeps them all."""
     r = post(host, "/api/generate", {"model": name, "prompt": prompt, "raw": True, "stream": False, "logprobs": True,
-                                      "top_logprobs": TOP, "options": {"temperature": 0, "num_predict": 1}})
+                                      "top_logprobs": TOP, "options": {"temperature": 0, "num_predict": N}})
     if not r.get("logprobs"):
         return None
     # Ollama leaves "bytes" out for a token without text (a control token,
