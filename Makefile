@@ -422,9 +422,10 @@ grammar-golden: $(LLAMA_REF) $(SMOLLM2) $(SMALL_MODELS) $(GPT2_VOCABS)
 	  $(LLAMA_REF) grammar go/grammar/testdata/corpus.json $${nv#*=} $$n 2>/dev/null > go/grammar/testdata/golden-$$n.json.tmp; \
 	  mv go/grammar/testdata/golden-$$n.json.tmp go/grammar/testdata/golden-$$n.json; done
 
-grammar-bench: $(LLAMA_REF) $(SMOLLM2)
+grammar-bench: $(LLAMA_REF) $(SMOLLM2) runner .cache/models/qwen3-bench-q4_0.gguf
 	$(LLAMA_REF) grammar-bench go/grammar/testdata/corpus.json $(SMOLLM2) smollm2 3 2>/dev/null
 	cd go && GGML_RS_SMOLLM2=$(SMOLLM2) $(GO) test -run '^$$' -bench Grammar -benchtime 3x ./grammar/
+	python3 scripts/bench-grammar.py $(RUNNER) $(LLAMA_REF) $(SMOLLM2) .cache/models/qwen3-bench-q4_0.gguf
 
 # Rewrites tests/golden/vulkan/ref_*.json from the reference on the Vulkan
 # device (commit them).

@@ -22,9 +22,15 @@
 //       positions from 0 in each, seq ids 0..k-1, n_seq_max k), with logits
 //       for the last position of each. JSON {"model","n_vocab","sequences":
 //       [[ids]...],"logits":[[last row of sequence 0], ...]}.
-//   llama-ref greedy [-n 64] [-ubatch N] [-t N] [-fa ...] MODEL TOKEN...
-//       JSON {"model","prompt","tokens"}: a greedy continuation (argmax of the
-//       last position, one token per llama_decode).
+//   llama-ref greedy [-n 64] [-ubatch N] [-t N] [-fa ...] [-grammar FILE] MODEL TOKEN...
+//       JSON {"model","prompt","tokens","decode_s"}: a greedy continuation
+//       (argmax of the last position, one token per llama_decode). With
+//       -grammar, constrained by the GBNF grammar in FILE as llama.cpp's
+//       common sampler does it (the unconstrained pick checked first, the
+//       whole vocabulary masked only when the grammar refuses it), ending at
+//       an end-of-generation token. decode_s: the time from the prompt's
+//       logits to the last token (sampling and decodes), as ggml-rs
+//       generate's "decode" line measures it.
 //   -early-rows (logits, greedy): llama_set_embeddings_nextn(ctx, false,
 //       masked). The pinned llama.cpp's gpt-oss, qwen3next, qwen35 and
 //       qwen35moe graphs by default compute the last layer for every
@@ -130,7 +136,7 @@
 namespace {
 
 struct Opts {
-    std::string cmd, model, text, batch;
+    std::string cmd, model, text, batch, grammar;
     std::vector<llama_token> tokens;
     std::vector<std::vector<llama_token>> seqs;  // one per TOKEN argument
     bool all = false, json = false, verbose = false, special = false, multi = false, mtp = false, early_rows = false;
@@ -151,7 +157,7 @@ void usage() {
     fprintf(stderr,
             "usage: llama-ref logits [-all] [-decode N] [-ubatch N] [-t N] [-fa on|off|auto] [-mtp] MODEL TOKEN...\n"
             "       llama-ref logits -seqs [-ubatch N] [-t N] [-fa on|off|auto] [-mtp] MODEL SEQ...\n"
-            "       llama-ref greedy [-n 64] [-ubatch N] [-t N] [-fa on|off|auto] [-mtp] MODEL TOKEN...\n"
+            "       llama-ref greedy [-n 64] [-ubatch N] [-t N] [-fa on|off|auto] [-mtp] [-grammar FILE] MODEL TOKEN...\n"
             "       llama-ref bench [-p 512] [-n 128] [-r 3] [-ubatch N] [-t N] [-fa on|off|auto] [-json] MODEL\n"
             "       llama-ref mtp [-draft N] [-t N] [-fa on|off|auto] MODEL TOKEN...\n"
             "       llama-ref spec [-p 32] [-n 256] [-draft 3] [-oracle RATE] [-r 3] [-t N] [-fa on|off|auto] MODEL\n"
@@ -197,6 +203,7 @@ Opts parse(int argc, char ** argv) {
             if (!*v || *end || o.oracle < 0 || o.oracle > 1) die("-oracle: a rate from 0 to 1, not %s", v);
         }
         else if (a == "-batch") o.batch = next();
+        else if (a == "-grammar") o.grammar = next();
         else if (a == "-t") o.threads = to_int(next());
         else if (a == "-ngl") o.ngl = to_int(next());
         else if (a == "-p") o.n_prompt = to_int(next());
@@ -484,18 +491,51 @@ int cmd_greedy(const Opts & o) {
     int n = (int) o.tokens.size();
     Session s(o, n + o.n_pred, std::max(n, 1));
     check_tokens(o, s);
+    const llama_vocab * vocab = llama_model_get_vocab(s.model);
+    llama_sampler * g = nullptr;
+    if (!o.grammar.empty()) {
+        FILE * f = fopen(o.grammar.c_str(), "rb");
+        if (!f) die("cannot open %s", o.grammar.c_str());
+        std::string text;
+        char buf[4096];
+        for (size_t k; (k = fread(buf, 1, sizeof buf, f)) > 0;) text.append(buf, k);
+        fclose(f);
+        g = llama_sampler_init_grammar(vocab, text.c_str(), "root");
+        if (!g) die("llama.cpp refused the grammar in %s", o.grammar.c_str());
+    }
     s.decode(o.tokens, 0, false);
+    auto t0 = std::chrono::steady_clock::now();
     std::vector<llama_token> out;
+    std::vector<llama_token_data> cur;
     for (int i = 0; i < o.n_pred; i++) {
-        llama_token t = argmax(llama_get_logits_ith(s.ctx, -1), s.n_vocab);
+        const float * lg = llama_get_logits_ith(s.ctx, -1);
+        llama_token t = argmax(lg, s.n_vocab);
+        if (g) {
+            llama_token_data one = {t, lg[t], 0.0f};
+            llama_token_data_array a1 = {&one, 1, -1, false};
+            llama_sampler_apply(g, &a1);
+            if (std::isinf(one.logit)) {
+                cur.resize(s.n_vocab);
+                for (int k = 0; k < s.n_vocab; k++) cur[k] = {k, lg[k], 0.0f};
+                llama_token_data_array all = {cur.data(), cur.size(), -1, false};
+                llama_sampler_apply(g, &all);
+                t = 0;
+                for (int k = 1; k < s.n_vocab; k++) if (cur[k].logit > cur[t].logit) t = k;
+                if (std::isinf(cur[t].logit)) die("the grammar allows no token");
+            }
+            llama_sampler_accept(g, t);
+        }
         out.push_back(t);
+        if (g && llama_vocab_is_eog(vocab, t)) break;
         if (i + 1 < o.n_pred) s.decode({t}, n + i, false);
     }
+    double decode_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (g) llama_sampler_free(g);
     printf("{\"model\":%s,\"prompt\":", json_str(o.model).c_str());
     print_ints(o.tokens);
     printf(",\"tokens\":");
     print_ints(out);
-    printf("}\n");
+    printf(",\"decode_s\":%.6f}\n", decode_s);
     return 0;
 }
 
