@@ -134,8 +134,8 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request) {
 	if err == nil && req.Template != "" {
 		err = badRequest("template is not supported: the model's own chat template is used (or raw: true)")
 	}
-	if err == nil && req.Suffix != "" {
-		err = badRequest("suffix (fill-in-the-middle) is not supported")
+	if err == nil && req.Suffix != "" && req.Raw {
+		err = badRequest("raw mode does not support suffix: send the fill-in-the-middle tokens in the prompt")
 	}
 	var think *bool
 	var keep time.Duration
@@ -151,7 +151,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// An empty prompt loads (or, with keep_alive 0, unloads) the model.
-	if req.Prompt == "" && len(req.Context) == 0 {
+	if req.Prompt == "" && req.Suffix == "" && len(req.Context) == 0 {
 		s.loadOrUnload(w, r, req.Model, keep, func(reason string) any {
 			return generateResponse{Model: req.Model, CreatedAt: now(), Done: true, DoneReason: reason}
 		})
@@ -163,11 +163,21 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.reg.release(l, keep)
+	prompt := rawPrompt(req.Prompt)
+	if req.Suffix != "" {
+		// Fill in the middle: the FIM tokens around prompt and suffix, no
+		// chat template (fim.go).
+		text, err := l.fimPrompt(req.Prompt, req.Suffix)
+		if err != nil {
+			fail(w, r, err)
+			return
+		}
+		prompt, req.Raw = rawPrompt(text), true
+	}
 	if !req.Raw && l.templateErr != nil {
 		fail(w, r, l.templateErr)
 		return
 	}
-	prompt := rawPrompt(req.Prompt)
 	templated := !req.Raw && l.prompts != nil
 	if templated {
 		if err := l.prompts.checkThink(req.Model, think); err != nil {

@@ -438,15 +438,11 @@ func (s *Server) oaiCompletions(w http.ResponseWriter, r *http.Request) {
 		}
 		prompt = list[0]
 	}
-	if req.Suffix != "" {
-		fail(w, r, badRequest("suffix (fill-in-the-middle) is not supported"))
-		return
-	}
 	if req.Echo {
 		fail(w, r, badRequest("echo is not supported"))
 		return
 	}
-	if prompt == "" {
+	if prompt == "" && req.Suffix == "" {
 		fail(w, r, badRequest("prompt is empty"))
 		return
 	}
@@ -456,6 +452,12 @@ func (s *Server) oaiCompletions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.reg.release(l, s.cfg.KeepAlive)
+	if req.Suffix != "" { // fill in the middle (fim.go)
+		if prompt, err = l.fimPrompt(prompt, req.Suffix); err != nil {
+			fail(w, r, err)
+			return
+		}
+	}
 	g, err := s.startGeneration(r, l, nil, rawPrompt(prompt), opts, start)
 	if err != nil {
 		fail(w, r, err)

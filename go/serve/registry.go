@@ -44,6 +44,8 @@ type loaded struct {
 	templateErr error
 	// gvocab: the vocabulary of format grammars (format.go), built once.
 	gvocab grammarVocab
+	// fim: the fill-in-the-middle tokens (fim.go), read once.
+	fim fimMarkers
 
 	// Guarded by the registry's mutex.
 	ready   chan struct{} // closed when loading ends

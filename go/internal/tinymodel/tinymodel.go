@@ -6,8 +6,10 @@ package tinymodel
 import (
 	"encoding/binary"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand"
+	"slices"
 
 	"github.com/ggml-rs/ggml-rs/go/gguf"
 	"github.com/ggml-rs/ggml-rs/go/model/llama"
@@ -18,6 +20,10 @@ import (
 type TinyConfig struct {
 	Layers, Hidden, Heads, KVHeads, FeedForward int
 	Tied                                        bool
+	// Control are control tokens appended to the vocabulary (after BOS
+	// and EOS), such as fill-in-the-middle markers; KV, metadata added.
+	Control []string
+	KV      map[string]any
 }
 
 // DefaultTiny is 2 layers, d 64, 4 heads, 2 key/value heads, ff 128.
@@ -55,6 +61,11 @@ func TinyVocab() (tokens []string, types []int32, merges []string) {
 func WriteTiny(path string, v llama.Variant, c TinyConfig, seed int64) (map[string][]float32, error) {
 	r := rand.New(rand.NewSource(seed))
 	tokens, types, merges := TinyVocab()
+	bos, eos := len(tokens)-2, len(tokens)-1
+	for _, t := range c.Control {
+		tokens = append(tokens, t)
+		types = append(types, bpe.TypeControl)
+	}
 	hd := c.Hidden / c.Heads
 	b := gguf.NewBuilder()
 	a := v.Arch
@@ -70,7 +81,13 @@ func WriteTiny(path string, v llama.Variant, c TinyConfig, seed int64) (map[stri
 		{a + ".rope.dimension_count", uint32(hd)},
 		{"tokenizer.ggml.model", "gpt2"}, {"tokenizer.ggml.pre", map[bool]string{true: "qwen2", false: "llama-bpe"}[v.Arch == "qwen3"]},
 		{"tokenizer.ggml.tokens", tokens}, {"tokenizer.ggml.token_type", types}, {"tokenizer.ggml.merges", merges},
-		{"tokenizer.ggml.bos_token_id", uint32(len(tokens) - 2)}, {"tokenizer.ggml.eos_token_id", uint32(len(tokens) - 1)},
+		{"tokenizer.ggml.bos_token_id", uint32(bos)}, {"tokenizer.ggml.eos_token_id", uint32(eos)},
+	}
+	for _, k := range slices.Sorted(maps.Keys(c.KV)) {
+		kv = append(kv, struct {
+			k string
+			v any
+		}{k, c.KV[k]})
 	}
 	if v.QKNorm {
 		kv = append(kv, struct {
