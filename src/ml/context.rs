@@ -754,29 +754,20 @@ impl Context {
     /// The compute buffer bytes per scheduler device this graph needs,
     /// measured without allocating anything.
     pub fn measure(&mut self) -> Result<Vec<u64>> {
-        self.check_recorded("reserve")?;
-        let inner = self.shared.backend.inner.clone();
-        let n = inner.devices.len();
-        if !self.has_work() {
-            return Ok(vec![0; n]);
-        }
-        self.check_nodes(false)?;
-        let _guard = inner.compute_lock.lock();
-        inner.sched_graph.store(0, Ordering::Relaxed);
-        self.reset_allocations();
-        let graph = self.graph.as_ref().unwrap().graph;
-        let mut sizes = vec![0usize; n];
-        unsafe {
-            sys::ggml_backend_sched_reset(inner.sched);
-            sys::ggml_backend_sched_reserve_size(inner.sched, graph, sizes.as_mut_ptr());
-        }
-        Ok(sizes.into_iter().map(|s| s as u64).collect())
+        self.size_graph(false)
     }
 
     /// Sizes (and, when the backend allocates, allocates) the compute
     /// buffers for this graph as a worst case. Returns the compute buffer
     /// bytes per scheduler device, in the backend's device order.
     pub fn reserve(&mut self) -> Result<Vec<u64>> {
+        self.size_graph(true)
+    }
+
+    /// `measure` (`reserve` false) or `reserve`: the scheduler's sizes of
+    /// this graph; with `reserve`, allocated where the backend allocates
+    /// and recorded as each device's graph memory.
+    fn size_graph(&mut self, reserve: bool) -> Result<Vec<u64>> {
         self.check_recorded("reserve")?;
         let inner = self.shared.backend.inner.clone();
         let n = inner.devices.len();
@@ -792,7 +783,12 @@ impl Context {
         unsafe {
             sys::ggml_backend_sched_reset(inner.sched);
             sys::ggml_backend_sched_reserve_size(inner.sched, graph, sizes.as_mut_ptr());
-            if inner.alloc_memory {
+        }
+        if !reserve {
+            return Ok(sizes.into_iter().map(|s| s as u64).collect());
+        }
+        if inner.alloc_memory {
+            unsafe {
                 if !sys::ggml_backend_sched_reserve(inner.sched, graph) {
                     super::rpc::check_graph(inner.sched, inner.backends(), graph, "reserve")?;
                     return Err(Error::oom(format!(

@@ -123,6 +123,32 @@ fn kernel_type(op: &str, kernel: Tensor) -> Result<()> {
     check::dtype_in(op, "kernel", kernel, &[check::F32, check::F16])
 }
 
+/// The checks `conv_2d` and `im2col` share: operands with elements, the
+/// window parameters, equal input channels (dim 2), an output of at least
+/// one element on both axes, and `input`'s strides. Returns whether
+/// `input` must be copied to dense planes first.
+fn check_2d_window(op: &str, kernel: Tensor, input: Tensor, stride: &[i32; 2], pad: &[i32; 2], dilation: &[i32; 2]) -> Result<bool> {
+    nonempty(op, "kernel", kernel)?;
+    nonempty(op, "input", input)?;
+    conv_params(op, stride, pad, dilation)?;
+    let (nk, ni) = (kernel.ne(), input.ne());
+    if nk[2] != ni[2] {
+        return Err(Error::shape(format!(
+            "{op}: kernel {} and input {} differ in input channels (dim 2: {} vs {})",
+            kernel.describe(),
+            input.describe(),
+            nk[2],
+            ni[2]
+        )));
+    }
+    for axis in 0..2 {
+        out_len(op, axis, input, kernel, stride, pad, dilation)?;
+    }
+    let copy_input = !dense_planes(input);
+    int_strides(op, "input", input, &[2, 3], copy_input)?;
+    Ok(copy_input)
+}
+
 impl Context {
     /// `ggml_cont` of `t` when `need` (room must have been checked).
     fn cont_if(&mut self, op: &str, ctx: *mut sys::ggml_context, t: Tensor, need: bool) -> Result<Tensor> {
@@ -143,24 +169,7 @@ impl Context {
         const OP: &str = "conv_2d";
         kernel_type(OP, kernel)?;
         check::float(OP, "input", input)?;
-        nonempty(OP, "kernel", kernel)?;
-        nonempty(OP, "input", input)?;
-        conv_params(OP, &stride, &pad, &dilation)?;
-        let (nk, ni) = (kernel.ne(), input.ne());
-        if nk[2] != ni[2] {
-            return Err(Error::shape(format!(
-                "{OP}: kernel {} and input {} differ in input channels (dim 2: {} vs {})",
-                kernel.describe(),
-                input.describe(),
-                nk[2],
-                ni[2]
-            )));
-        }
-        for axis in 0..2 {
-            out_len(OP, axis, input, kernel, &stride, &pad, &dilation)?;
-        }
-        let copy_input = !dense_planes(input);
-        int_strides(OP, "input", input, &[2, 3], copy_input)?;
+        let copy_input = check_2d_window(OP, kernel, input, &stride, &pad, &dilation)?;
         let copy_kernel = !kernel.is_contiguous();
         let ctx = self.room(OP, 7 + copy_input as usize + copy_kernel as usize)?;
         let input = self.cont_if(OP, ctx, input, copy_input)?;
@@ -253,24 +262,7 @@ impl Context {
     pub fn im2col(&mut self, kernel: Tensor, input: Tensor, stride: [i32; 2], pad: [i32; 2], dilation: [i32; 2]) -> Result<Tensor> {
         const OP: &str = "im2col";
         check::dtype_in(OP, "input", input, &[check::F32])?;
-        nonempty(OP, "kernel", kernel)?;
-        nonempty(OP, "input", input)?;
-        conv_params(OP, &stride, &pad, &dilation)?;
-        let (nk, ni) = (kernel.ne(), input.ne());
-        if nk[2] != ni[2] {
-            return Err(Error::shape(format!(
-                "{OP}: kernel {} and input {} differ in input channels (dim 2: {} vs {})",
-                kernel.describe(),
-                input.describe(),
-                nk[2],
-                ni[2]
-            )));
-        }
-        for axis in 0..2 {
-            out_len(OP, axis, input, kernel, &stride, &pad, &dilation)?;
-        }
-        let copy_input = !dense_planes(input);
-        int_strides(OP, "input", input, &[2, 3], copy_input)?;
+        let copy_input = check_2d_window(OP, kernel, input, &stride, &pad, &dilation)?;
         let ctx = self.room(OP, 1 + copy_input as usize)?;
         let input = self.cont_if(OP, ctx, input, copy_input)?;
         let [s0, s1] = stride;
