@@ -91,6 +91,40 @@ func rawPrompt(text string) func() (string, error) {
 	return func() (string, error) { return text, nil }
 }
 
+// startChat starts a chat reply on l, as both APIs do: the model's
+// template must parse and chat (embedHint names the API's embeddings
+// endpoint for an embedding model), think and tools must suit it, a
+// tool_choice that forces a call becomes a grammar; then the prompt from
+// the template, and the reply's splitter (reasoning) and tool parser.
+func (s *Server) startChat(r *http.Request, l *loaded, model string, msgs []message, think *bool, ts *toolSet,
+	opts genOptions, start time.Time, embedHint string) (*generation, error) {
+	if l.templateErr != nil {
+		return nil, l.templateErr
+	}
+	if l.prompts == nil {
+		return nil, badRequest("model %s is an embedding model: it does not chat (use %s)", l.file.name, embedHint)
+	}
+	if err := l.prompts.checkThink(model, think); err != nil {
+		return nil, err
+	}
+	if err := l.prompts.checkTools(model, ts); err != nil {
+		return nil, err
+	}
+	think, err := l.prompts.forTools(ts, think, &opts)
+	if err != nil {
+		return nil, err
+	}
+	g, err := s.startGeneration(r, l, nil, chatPrompt(l.prompts, msgs, think, ts), opts, start)
+	if err != nil {
+		return nil, err
+	}
+	g.split = newSplitter(l.prompts.style, think, g.text, ts)
+	if ts.parsed() {
+		g.tools = newToolParser(l.prompts.tools, ts)
+	}
+	return g, nil
+}
+
 // chatPrompt is a conversation rendered with the model's chat template
 // (and the request's tools, if any).
 func chatPrompt(p *promptMaker, msgs []message, think *bool, ts *toolSet) func() (string, error) {

@@ -277,34 +277,10 @@ func (s *Server) oaiChat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.reg.release(l, s.cfg.KeepAlive)
-	if l.templateErr != nil {
-		fail(w, r, l.templateErr)
-		return
-	}
-	if l.prompts == nil {
-		fail(w, r, badRequest("model %s is an embedding model: it does not chat (use /v1/embeddings)", l.file.name))
-		return
-	}
-	if err := l.prompts.checkThink(req.Model, think); err != nil {
-		fail(w, r, err)
-		return
-	}
-	if err := l.prompts.checkTools(req.Model, ts); err != nil {
-		fail(w, r, err)
-		return
-	}
-	if think, err = l.prompts.forTools(ts, think, &opts); err != nil {
-		fail(w, r, err)
-		return
-	}
-	g, err := s.startGeneration(r, l, nil, chatPrompt(l.prompts, msgs, think, ts), opts, start)
+	g, err := s.startChat(r, l, req.Model, msgs, think, ts, opts, start, "/v1/embeddings")
 	if err != nil {
 		fail(w, r, err)
 		return
-	}
-	g.split = newSplitter(l.prompts.style, think, g.text, ts)
-	if ts.parsed() {
-		g.tools = newToolParser(l.prompts.tools, ts)
 	}
 	id, created := newID("chatcmpl-"), start.Unix()
 	if !req.Stream {
