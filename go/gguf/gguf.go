@@ -186,6 +186,14 @@ var layouts = map[TensorType]layout{
 	TensorNVFP4: {"nvfp4", 64, 36}, TensorQ1_0: {"q1_0", 128, 18}, TensorQ2_0: {"q2_0", 64, 18},
 }
 
+// Layout is t's ggml name ("q4_K"), elements per block and bytes per
+// block, and whether this package knows t: the one table of ggml's types
+// in this module (fs/ggml and ml/backend read it).
+func (t TensorType) Layout() (name string, block, size uint64, ok bool) {
+	l, ok := layouts[t]
+	return l.name, l.block, l.size, ok
+}
+
 func (t TensorType) String() string {
 	if l, ok := layouts[t]; ok {
 		return l.name

@@ -6,7 +6,12 @@
 // Ollama's decoder.
 package ggml
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+
+	"github.com/ggml-rs/ggml-rs/go/gguf"
+)
 
 // TensorType is a ggml tensor type id (the value of ggml's enum
 // ggml_type), as stored in a GGUF tensor table. It is not a FileType.
@@ -55,25 +60,18 @@ type layout struct {
 	block, typeBytes uint64
 }
 
-// layouts: ggml's block size (elements) and block byte size per type.
-var layouts = map[TensorType]layout{
-	TensorTypeF32: {"F32", 1, 4}, TensorTypeF16: {"F16", 1, 2},
-	TensorTypeQ4_0: {"Q4_0", 32, 18}, TensorTypeQ4_1: {"Q4_1", 32, 20},
-	TensorTypeQ5_0: {"Q5_0", 32, 22}, TensorTypeQ5_1: {"Q5_1", 32, 24},
-	TensorTypeQ8_0: {"Q8_0", 32, 34}, TensorTypeQ8_1: {"Q8_1", 32, 36},
-	TensorTypeQ2_K: {"Q2_K", 256, 84}, TensorTypeQ3_K: {"Q3_K", 256, 110},
-	TensorTypeQ4_K: {"Q4_K", 256, 144}, TensorTypeQ5_K: {"Q5_K", 256, 176},
-	TensorTypeQ6_K: {"Q6_K", 256, 210}, TensorTypeQ8_K: {"Q8_K", 256, 292},
-	TensorTypeIQ2_XXS: {"IQ2_XXS", 256, 66}, TensorTypeIQ2_XS: {"IQ2_XS", 256, 74},
-	TensorTypeIQ3_XXS: {"IQ3_XXS", 256, 98}, TensorTypeIQ1_S: {"IQ1_S", 256, 50},
-	TensorTypeIQ4_NL: {"IQ4_NL", 32, 18}, TensorTypeIQ3_S: {"IQ3_S", 256, 110},
-	TensorTypeIQ2_S: {"IQ2_S", 256, 82}, TensorTypeIQ4_XS: {"IQ4_XS", 256, 136},
-	TensorTypeI8: {"I8", 1, 1}, TensorTypeI16: {"I16", 1, 2},
-	TensorTypeI32: {"I32", 1, 4}, TensorTypeI64: {"I64", 1, 8},
-	TensorTypeF64: {"F64", 1, 8}, TensorTypeIQ1_M: {"IQ1_M", 256, 56},
-	TensorTypeBF16: {"BF16", 1, 2}, TensorTypeTQ1_0: {"TQ1_0", 256, 54},
-	TensorTypeTQ2_0: {"TQ2_0", 256, 66}, TensorTypeMXFP4: {"MXFP4", 32, 17},
-}
+// layouts: ggml's block size (elements) and block byte size of the types
+// Ollama's fs/ggml knows (the constants above), from package gguf's table,
+// with Ollama's upper-case names.
+var layouts = func() map[TensorType]layout {
+	m := map[TensorType]layout{}
+	for t := TensorTypeF32; t <= TensorTypeMXFP4; t++ {
+		if name, block, size, ok := gguf.TensorType(t).Layout(); ok {
+			m[t] = layout{strings.ToUpper(name), block, size}
+		}
+	}
+	return m
+}()
 
 // ParseTensorType parses a type name as String writes it ("Q4_K", "F16";
 // case-sensitive, as in Ollama).

@@ -334,7 +334,7 @@ func (b *Backend) WeightPlacements() []WeightPlacement {
 			TypeID:     int(info.type_),
 			Bytes:      uint64(info.nbytes),
 		}
-		if name, ok := typeNames[info.type_]; ok {
+		if name, ok := typeName(info.type_); ok {
 			w.Type = name
 		} else {
 			w.Type = fmt.Sprintf("type%d", int(info.type_))

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/ggml-rs/ggml-rs/go/gguf"
 	"github.com/ggml-rs/ggml-rs/go/ml"
 )
 
@@ -108,49 +109,18 @@ func (t *Tensor) DType() ml.DType {
 }
 
 // typeLayout gives (elements per block, bytes per block) of ggml types, or
-// (0, 0) for types this package does not know.
+// (0, 0) for types package gguf does not know.
 func typeLayout(ty C.int32_t) (int, int) {
-	switch ty {
-	case typeF32, typeI32:
-		return 1, 4
-	case typeF16, typeBF16:
-		return 1, 2
-	case typeQ4_0:
-		return 32, 18
-	case typeQ8_0:
-		return 32, 34
-	case typeMXFP4:
-		return 32, 17
-	case 3: // q4_1
-		return 32, 20
-	case 6: // q5_0
-		return 32, 22
-	case 7: // q5_1
-		return 32, 24
-	case 10: // q2_K
-		return 256, 84
-	case 11: // q3_K
-		return 256, 110
-	case 12: // q4_K
-		return 256, 144
-	case 13: // q5_K
-		return 256, 176
-	case 14: // q6_K
-		return 256, 210
-	case 24: // i8
-		return 1, 1
-	case 25: // i16
-		return 1, 2
-	case 27, 28: // i64, f64
-		return 1, 8
+	if _, block, size, ok := gguf.TensorType(ty).Layout(); ok && ty >= 0 {
+		return int(block), int(size)
 	}
 	return 0, 0
 }
 
-var typeNames = map[C.int32_t]string{
-	typeF32: "f32", typeF16: "f16", typeQ4_0: "q4_0", 3: "q4_1", 6: "q5_0", 7: "q5_1",
-	typeQ8_0: "q8_0", 10: "q2_K", 11: "q3_K", 12: "q4_K", 13: "q5_K", 14: "q6_K",
-	24: "i8", 25: "i16", typeI32: "i32", 27: "i64", 28: "f64", typeBF16: "bf16", typeMXFP4: "mxfp4",
+// typeName is ggml's name of a type ("q4_K"), and whether it is known.
+func typeName(ty C.int32_t) (string, bool) {
+	name, _, _, ok := gguf.TensorType(ty).Layout()
+	return name, ok && ty >= 0
 }
 
 // nelements is the number of elements.
@@ -345,7 +315,7 @@ func (t *Tensor) FromInts(s []int32) {
 // "typeN" for types this package has no name for). DType folds most of
 // them into DTypeOther; model loaders check weight types with this.
 func (t *Tensor) TypeName() string {
-	if name, ok := typeNames[t.m().type_]; ok {
+	if name, ok := typeName(t.m().type_); ok {
 		return name
 	}
 	return fmt.Sprintf("type%d", t.m().type_)
