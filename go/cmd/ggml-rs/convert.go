@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ggml-rs/ggml-rs/go/convert"
 	"github.com/ggml-rs/ggml-rs/go/gguf"
 	"github.com/ggml-rs/ggml-rs/go/model/bert"
 )
@@ -28,7 +29,7 @@ func runConvert(args []string) error {
 		return usagef("convert takes one directory, got %d arguments", len(pos))
 	}
 	dir := pos[0]
-	opts := bert.ConvertOptions{Name: *name}
+	opts := convert.BERTOptions{Name: *name}
 	switch strings.ToLower(*typ) {
 	case "f32":
 		opts.Type = gguf.TensorF32
@@ -55,7 +56,7 @@ func runConvert(args []string) error {
 	}
 
 	t0 := time.Now()
-	b, err := bert.Convert(dir, opts)
+	b, err := convert.BERT(dir, opts)
 	if err != nil {
 		return err
 	}

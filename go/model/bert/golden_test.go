@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ggml-rs/ggml-rs/go/convert"
 	"github.com/ggml-rs/ggml-rs/go/gguf"
 	"github.com/ggml-rs/ggml-rs/go/internal/testfile"
 	"github.com/ggml-rs/ggml-rs/go/ml"
@@ -101,9 +102,9 @@ func checkpoint(t *testing.T) string {
 	return dir
 }
 
-func convert(t *testing.T, dir string, typ gguf.TensorType) string {
+func convertTo(t *testing.T, dir string, typ gguf.TensorType) string {
 	t.Helper()
-	b, err := bert.Convert(dir, bert.ConvertOptions{Type: typ, Name: "all-MiniLM-L6-v2"})
+	b, err := convert.BERT(dir, convert.BERTOptions{Type: typ, Name: "all-MiniLM-L6-v2"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +154,7 @@ func TestMiniLMGolden(t *testing.T) {
 		min float64
 	}{{gguf.TensorF32, minCosine}, {gguf.TensorF16, 0.999}} {
 		t.Run(tc.typ.String(), func(t *testing.T) {
-			m := open(t, convert(t, dir, tc.typ))
+			m := open(t, convertTo(t, dir, tc.typ))
 			seqs := make([][]int32, len(g.Sentences))
 			for i, s := range g.Sentences {
 				ids, cut := m.Tokenize(s.Text)
@@ -192,7 +193,7 @@ func TestMiniLMGolden(t *testing.T) {
 // what embedding each alone gives.
 func TestMiniLMOneAtATime(t *testing.T) {
 	g := readGolden(t)
-	m := open(t, convert(t, checkpoint(t), gguf.TensorF32))
+	m := open(t, convertTo(t, checkpoint(t), gguf.TensorF32))
 	var seqs [][]int32
 	for _, s := range g.Sentences[:3] {
 		seqs = append(seqs, s.IDs)

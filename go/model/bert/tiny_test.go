@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ggml-rs/ggml-rs/go/convert"
 	"github.com/ggml-rs/ggml-rs/go/gguf"
 	"github.com/ggml-rs/ggml-rs/go/model/bert"
 )
@@ -278,7 +279,7 @@ func TestTinyModel(t *testing.T) {
 		t.Run(tc.want.String()+map[bool]string{true: "-normalized"}[tc.normalize], func(t *testing.T) {
 			dir := writeTiny(t, c, ts, tc.pooling)
 			path := filepath.Join(t.TempDir(), "tiny.gguf")
-			b, err := bert.Convert(dir, bert.ConvertOptions{})
+			b, err := convert.BERT(dir, convert.BERTOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -357,27 +358,6 @@ func checkGGUF(t *testing.T, path string, c tinyConfig, pooling bert.Pooling, st
 	}
 }
 
-func TestGGUFName(t *testing.T) {
-	for hf, want := range map[string]string{
-		"bert.encoder.layer.11.attention.output.LayerNorm.gamma": "blk.11.attn_output_norm.weight",
-		"encoder.layer.0.output.dense.bias":                      "blk.0.ffn_down.bias",
-		"embeddings.token_type_embeddings.weight":                "token_types.weight",
-		"embeddings.LayerNorm.beta":                              "token_embd_norm.bias",
-	} {
-		if got, skip, err := bert.GGUFName(hf); got != want || skip || err != nil {
-			t.Errorf("%s: got %q, %v, %v; want %q", hf, got, skip, err, want)
-		}
-	}
-	for _, hf := range []string{"embeddings.position_ids", "pooler.dense.weight", "cls.predictions.bias"} {
-		if _, skip, err := bert.GGUFName(hf); !skip || err != nil {
-			t.Errorf("%s: skip %v, err %v", hf, skip, err)
-		}
-	}
-	if _, _, err := bert.GGUFName("encoder.layer.0.attention.self.rotary.weight"); err == nil {
-		t.Error("unknown tensor accepted")
-	}
-}
-
 func TestConvertErrors(t *testing.T) {
 	c := tinyConfig{hidden: 8, layers: 1, heads: 2, ff: 16, ctx: 8}
 	ts := tinyWeights(c, 1)
@@ -403,7 +383,7 @@ func TestConvertErrors(t *testing.T) {
 	} {
 		dir := writeTiny(t, c, ts, "")
 		tc.edit(dir)
-		if _, err := bert.Convert(dir, bert.ConvertOptions{}); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := convert.BERT(dir, convert.BERTOptions{}); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: got %v, want an error containing %q", tc.name, err, tc.want)
 		}
 	}

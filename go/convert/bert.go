@@ -1,10 +1,9 @@
-package bert
-
-// Conversion of a Hugging Face BERT checkpoint (model.safetensors,
-// config.json, vocab.txt; optionally sentence-transformers' modules.json
-// and 1_Pooling/config.json, and the tokenizer's special_tokens_map.json)
-// into a GGUF file with llama.cpp's conventions for the "bert"
-// architecture, so that llama.cpp and this package read it alike.
+// Package convert turns Hugging Face checkpoints into GGUF files with
+// llama.cpp's conventions, so that llama.cpp and this module's models read
+// them alike. BERT: model.safetensors, config.json, vocab.txt; optionally
+// sentence-transformers' modules.json and 1_Pooling/config.json, and the
+// tokenizer's special_tokens_map.json (package model/bert runs the result).
+package convert
 
 import (
 	"bufio"
@@ -25,51 +24,12 @@ import (
 	"github.com/ggml-rs/ggml-rs/go/gguf"
 	"github.com/ggml-rs/ggml-rs/go/gguf/safetensors"
 	"github.com/ggml-rs/ggml-rs/go/internal/regfile"
+	"github.com/ggml-rs/ggml-rs/go/model/bert"
 	"github.com/ggml-rs/ggml-rs/go/tokenizer/wordpiece"
 )
 
-// Pooling is llama.cpp's pooling type ({arch}.pooling_type).
-type Pooling uint32
-
-const (
-	PoolingNone Pooling = 0
-	PoolingMean Pooling = 1
-	PoolingCLS  Pooling = 2
-	PoolingLast Pooling = 3
-)
-
-func (p Pooling) String() string {
-	switch p {
-	case PoolingNone:
-		return "none"
-	case PoolingMean:
-		return "mean"
-	case PoolingCLS:
-		return "cls"
-	case PoolingLast:
-		return "last"
-	}
-	return fmt.Sprintf("pooling(%d)", uint32(p))
-}
-
-// ParsePooling reads "mean", "cls", "last" or "none".
-func ParsePooling(s string) (Pooling, error) {
-	for _, p := range []Pooling{PoolingNone, PoolingMean, PoolingCLS, PoolingLast} {
-		if s == p.String() {
-			return p, nil
-		}
-	}
-	return 0, fmt.Errorf("unknown pooling %q (mean, cls, last or none)", s)
-}
-
-// KeyNormalize is the metadata key (under the architecture) that says
-// whether embeddings are L2-normalised after pooling. llama.cpp has no key
-// for it (it normalises unless told otherwise, and so do we when the key is
-// absent); the converter writes it from sentence-transformers' modules.json.
-const KeyNormalize = "normalize_embeddings"
-
-// ConvertOptions adjusts Convert.
-type ConvertOptions struct {
+// BERTOptions adjusts BERT.
+type BERTOptions struct {
 	// Type of the matrices: gguf.TensorF32 (default) or gguf.TensorF16.
 	// Vectors (norms, biases) are always F32, as llama.cpp writes them.
 	Type gguf.TensorType
@@ -77,7 +37,7 @@ type ConvertOptions struct {
 	Name string
 	// Pooling overrides what 1_Pooling/config.json says (default mean
 	// when there is no such file). Nil: no override.
-	Pooling *Pooling
+	Pooling *bert.Pooling
 }
 
 // hfConfig is the part of config.json the conversion reads.
@@ -96,8 +56,8 @@ type hfConfig struct {
 	PositionEmbeddingType string   `json:"position_embedding_type"`
 }
 
-// Convert reads the checkpoint in dir and returns the GGUF file to write.
-func Convert(dir string, opts ConvertOptions) (*gguf.Builder, error) {
+// BERT reads the BERT checkpoint in dir and returns the GGUF file to write.
+func BERT(dir string, opts BERTOptions) (*gguf.Builder, error) {
 	switch opts.Type {
 	case gguf.TensorF32, gguf.TensorF16:
 	default:
@@ -165,7 +125,7 @@ func Convert(dir string, opts ConvertOptions) (*gguf.Builder, error) {
 	add("bert.attention.causal", false)
 	add("bert.pooling_type", uint32(pooling))
 	if normalize != nil {
-		add("bert."+KeyNormalize, *normalize)
+		add("bert."+bert.KeyNormalize, *normalize)
 	}
 
 	tokens, types, sp, err2 := ggufVocab(dir, vocab, cfg.VocabSize)
@@ -315,8 +275,8 @@ func checkLowercase(dir string) error {
 // sentenceTransformers reads the pooling mode from 1_Pooling/config.json
 // (mean when absent) and whether modules.json has a Normalize module (nil
 // when there is no modules.json).
-func sentenceTransformers(dir string) (Pooling, *bool, error) {
-	pooling := PoolingMean
+func sentenceTransformers(dir string) (bert.Pooling, *bool, error) {
+	pooling := bert.PoolingMean
 	modules := filepath.Join(dir, "modules.json")
 	var normalize *bool
 	poolDir := "1_Pooling"
@@ -349,11 +309,11 @@ func sentenceTransformers(dir string) (Pooling, *bool, error) {
 		}
 		switch {
 		case pc["pooling_mode_mean_tokens"] == true:
-			pooling = PoolingMean
+			pooling = bert.PoolingMean
 		case pc["pooling_mode_cls_token"] == true:
-			pooling = PoolingCLS
+			pooling = bert.PoolingCLS
 		case pc["pooling_mode_lasttoken"] == true:
-			pooling = PoolingLast
+			pooling = bert.PoolingLast
 		default:
 			return 0, nil, fmt.Errorf("convert: %s: only mean, CLS and last-token pooling are supported", poolCfg)
 		}

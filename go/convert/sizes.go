@@ -1,4 +1,4 @@
-package bert
+package convert
 
 import (
 	"fmt"

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ggml-rs/ggml-rs/go/convert"
 	"github.com/ggml-rs/ggml-rs/go/internal/testfile"
-	"github.com/ggml-rs/ggml-rs/go/model/bert"
 )
 
 // setConfig sets key of dir's config.json to the JSON text raw.
@@ -84,7 +84,7 @@ func TestConvertRefusesAbsurdSizes(t *testing.T) {
 	} {
 		dir := writeTiny(t, c, ts, "")
 		tc.edit(dir)
-		err := testfile.Within(t, tc.name, func() error { _, err := bert.Convert(dir, bert.ConvertOptions{}); return err })
+		err := testfile.Within(t, tc.name, func() error { _, err := convert.BERT(dir, convert.BERTOptions{}); return err })
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: got %v, want an error containing %q", tc.name, err, tc.want)
 		}
