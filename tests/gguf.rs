@@ -1,6 +1,6 @@
 //! The GGUF reader: valid files read back exactly, and every kind of broken
 //! file gives an error that names the problem (never a crash). Fixtures are
-//! written by `ggml_rs::ml::gguf::write` into a temporary directory.
+//! written by `common::gguf_write` (tests/common/gguf_write.rs) into a temporary directory.
 
 mod common;
 
@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
-use ggml_rs::ml::gguf::write::{self, fill_bytes, sample_all_types, sample_full, sample_minimal, TensorSpec, Writer};
+use common::gguf_write::{self, fill_bytes, sample_all_types, sample_full, sample_minimal, TensorSpec, Writer};
 use ggml_rs::ml::gguf::{Array, Gguf, Value, MAX_METADATA_BYTES};
 use ggml_rs::ml::ErrorKind;
 use ggml_rs::sys::*;
@@ -167,7 +167,7 @@ fn every_tensor_type_ggml_knows_is_accepted() {
         let info = &g.tensors()[n];
         n += 1;
         assert_eq!(info.dtype, t);
-        assert_eq!(info.size, write::tensor_nbytes(t, &info.ne).unwrap());
+        assert_eq!(info.size, gguf_write::tensor_nbytes(t, &info.ne).unwrap());
         assert_eq!(info.offset % 64, 0);
     }
     assert_eq!(n, g.tensors().len());
@@ -337,7 +337,7 @@ fn bad_values() {
     let mut arr = raw(GGUF_TYPE_ARRAY, &77u32.to_le_bytes());
     arr.extend_from_slice(&0u64.to_le_bytes());
     expect_error(&Writer::new().kv_raw("x", arr), "key 'x' is an array of unknown value type 77");
-    expect_error(&Writer::new().kv_raw("nested", write::nested_array_payload()), "key 'nested' is an array of arrays");
+    expect_error(&Writer::new().kv_raw("nested", gguf_write::nested_array_payload()), "key 'nested' is an array of arrays");
     // general.alignment: a u32 power of two.
     expect_error(&sample_full().with_alignment(0), "general.alignment is 0, not a power of two");
     expect_error(&sample_full().with_alignment(48), "general.alignment is 48, not a power of two");

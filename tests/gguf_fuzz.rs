@@ -1,6 +1,6 @@
 //! A dependency-free mutation fuzzer for the GGUF reader (see fuzz/README.md).
 //!
-//! Seeds are written by `ggml_rs::ml::gguf::write` (valid files of every
+//! Seeds are written by `common::gguf_write` (tests/common/gguf_write.rs) (valid files of every
 //! value and tensor type, and broken ones); each iteration applies one to
 //! four mutations (bit flips, bytes set to 0/0xff/random, truncations,
 //! insertions, deletions, splices, length and count fields inflated, type,
@@ -19,12 +19,13 @@
 //! * `GGML_RS_FUZZ_SAVE=path`: writes each input to `path` before trying it
 //!   (slow; to capture the input of an abort).
 
+mod common;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use ggml_rs::ml::gguf::write::{sample_all_types, sample_full, sample_minimal, TensorSpec, Writer};
+use common::gguf_write::{sample_all_types, sample_full, sample_minimal, TensorSpec, Writer};
 use ggml_rs::ml::gguf::{Array, Gguf, Value};
 use ggml_rs::ml::ErrorKind;
 use ggml_rs::sys::*;
@@ -135,7 +136,7 @@ fn seeds() -> Vec<Seed> {
         ),
         seed("dup-name", &sample_minimal().tensor("x", GGML_TYPE_F32, &[4]).tensor("x", GGML_TYPE_F32, &[4])),
         seed("bad-type", &sample_minimal().tensor_spec(TensorSpec { data: Some(vec![0; 64]), ..t("q", 4, &[32]) })),
-        seed("nested", &Writer::new().kv_raw("n", ggml_rs::ml::gguf::write::nested_array_payload())),
+        seed("nested", &Writer::new().kv_raw("n", common::gguf_write::nested_array_payload())),
         seed("align0", &sample_full().with_alignment(0)),
     ];
     if let Ok(dir) = std::env::var("GGML_RS_FUZZ_CORPUS") {

@@ -2,7 +2,7 @@
 mod common;
 use common::*;
 use ggml_rs::ml::gguf::Value;
-use ggml_rs::ml::gguf::write::Writer;
+use common::gguf_write::Writer;
 use ggml_rs::ml::model::Layout;
 use ggml_rs::ml::{data, Backend, BackendParams, Context, ErrorKind};
 use ggml_rs::sys;
@@ -389,7 +389,7 @@ fn a_large_repacked_q4_0_weight_loads_whole() {
         .kv("general.architecture", Value::Str("test".into()))
         .kv("test.block_count", Value::U32(1))
         .tensor("token_embd.weight", F32, &[64, 4])
-        .tensor_spec(ggml_rs::ml::gguf::write::TensorSpec {
+        .tensor_spec(common::gguf_write::TensorSpec {
             name: b"blk.0.ffn_up.weight".to_vec(),
             dtype: Q4_0,
             ne: vec![k, n],

@@ -677,7 +677,7 @@ fn compute_after_a_kill_fails_naming_the_server() {
 
 #[test]
 fn model_layers_placed_on_a_remote_device() {
-    use ggml_rs::ml::gguf::write::Writer;
+    use common::gguf_write::Writer;
     use ggml_rs::ml::gguf::Value;
     use ggml_rs::ml::model::Layout;
     let _s = serial();
@@ -746,7 +746,7 @@ fn cancel_stops_a_graph_split_over_remote_devices() {
     // Weights of layers 0 and 2 on one server, 1 and 3 on another: a chain
     // through them alternates splits, none on the CPU. The RPC backend has
     // no abort callback; the cancel must end the graph at a split boundary.
-    use ggml_rs::ml::gguf::write::Writer;
+    use common::gguf_write::Writer;
     use ggml_rs::ml::gguf::Value;
     use ggml_rs::ml::model::Layout;
     let _s = serial();

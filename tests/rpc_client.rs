@@ -233,7 +233,7 @@ fn data() -> Data {
 /// tensors between them, so that placing them in one buffer needs the
 /// device's alignment.
 fn model_file(d: &Data) -> std::path::PathBuf {
-    use ggml_rs::ml::gguf::write::{TensorSpec, Writer};
+    use common::gguf_write::{TensorSpec, Writer};
     use ggml_rs::ml::gguf::Value;
     let spec = |name: &str, dtype: u32, ne: &[i64], data: Vec<u8>| TensorSpec {
         name: name.as_bytes().to_vec(),

@@ -8,7 +8,7 @@
 //! under a bound. Counts, not durations. Linux with glibc only.
 mod common;
 use common::*;
-use ggml_rs::ml::gguf::write::Writer;
+use common::gguf_write::Writer;
 use ggml_rs::ml::gguf::Value;
 use ggml_rs::ml::model::Layout;
 use ggml_rs::ml::{data, Backend, BackendParams, Context};

@@ -25,7 +25,7 @@ use common::*;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use ggml_rs::ml::gguf::write::Writer;
+use common::gguf_write::Writer;
 use ggml_rs::ml::gguf::Value;
 use ggml_rs::ml::model::Layout;
 use ggml_rs::ml::{data, device, Backend, BackendParams, Context, DeviceInfo, DeviceType, ErrorKind, Result};

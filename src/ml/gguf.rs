@@ -33,9 +33,6 @@
 //! byte is cut there (as in llama.cpp), and invalid UTF-8 is replaced with
 //! U+FFFD.
 
-#[path = "gguf_write.rs"]
-pub mod write;
-
 use std::collections::{HashMap, HashSet};
 use std::ffi::{c_void, CStr};
 use std::io::Read;

@@ -4,6 +4,7 @@
 
 pub mod arr;
 pub mod fifo;
+pub mod gguf_write;
 
 use ggml_rs::ml::{Backend, BackendParams, Context, Tensor};
 use ggml_rs::sys;

@@ -1,4 +1,5 @@
-//! A small GGUF writer for tests, fixtures and the fuzz seed corpus, written
+//! A small GGUF writer for the tests, their fixtures and the fuzz seed
+//! corpus (test code: not part of the library), written
 //! from the format description in ggml's `gguf.h`: magic, version, tensor
 //! count, key/value count (both u64), the key/value pairs (u64-length key,
 //! i32 value type, value; arrays: element type, u64 count, elements; strings:
@@ -11,9 +12,9 @@
 //! overridden counts, magic and version. [`Written::length_fields`] lists
 //! where the u64 counts and lengths are, for fuzzers that inflate them.
 
-use super::{Array, Value, GGUF_TYPE_ARRAY, KEY_ALIGNMENT};
-use crate::ml::tensor::is_valid_type;
-use crate::sys;
+use ggml_rs::ml::gguf::{Array, Value, DEFAULT_ALIGNMENT, GGUF_TYPE_ARRAY, KEY_ALIGNMENT};
+use ggml_rs::ml::tensor::is_valid_type;
+use ggml_rs::sys;
 
 /// One tensor to write.
 #[derive(Debug, Clone)]
@@ -175,7 +176,7 @@ impl Writer {
             version: 3,
             n_kv: None,
             n_tensors: None,
-            alignment: super::DEFAULT_ALIGNMENT,
+            alignment: DEFAULT_ALIGNMENT,
             kvs: Vec::new(),
             tensors: Vec::new(),
         }
@@ -306,7 +307,7 @@ pub fn nested_array_payload() -> Vec<u8> {
 /// each, an empty array) and tensors of several types (F32, F16, Q8_0,
 /// Q4_0, Q4_K with ne[0] = 256), 1 to 4 dimensions.
 pub fn sample_full() -> Writer {
-    use crate::sys::*;
+    use ggml_rs::sys::*;
     Writer::new()
         .kv("general.architecture", Value::Str("llama".into()))
         .kv("general.name", Value::Str("tiny test model ✓".into()))
@@ -353,7 +354,7 @@ pub fn sample_all_types() -> Writer {
     for t in 0..sys::GGML_TYPE_COUNT {
         if is_valid_type(t) {
             let blck = unsafe { sys::ggml_blck_size(t) };
-            w = w.tensor(format!("t{t}.{}", crate::ml::tensor::type_name(t)), t, &[2 * blck, 2]);
+            w = w.tensor(format!("t{t}.{}", ggml_rs::ml::tensor::type_name(t)), t, &[2 * blck, 2]);
         }
     }
     w
