@@ -180,8 +180,9 @@ def write_model(path: str, arch: str, size: str, tname: str):
     w.add_feed_forward_length(ffn)
     w.add_head_count(nh)
     w.add_head_count_kv(nkv)
-    w.add_layer_norm_rms_eps(1e-6 if arch == "qwen3" else 1e-5)
-    w.add_rope_freq_base(1000000.0 if arch == "qwen3" else 10000.0)
+    qwen = arch in ("qwen2", "qwen3")
+    w.add_layer_norm_rms_eps(1e-6 if qwen else 1e-5)
+    w.add_rope_freq_base(1000000.0 if qwen else 10000.0)
     w.add_rope_dimension_count(hd)
     w.add_key_length(hd)
     w.add_value_length(hd)
@@ -211,6 +212,9 @@ def write_model(path: str, arch: str, size: str, tname: str):
         x = 1.0 + 0.1 * rng_for(model, name).standard_normal(n, dtype=np.float32)
         w.add_tensor(name, x.astype(np.float32))
 
+    def bias(name, n, std):
+        w.add_tensor(name, (rng_for(model, name).standard_normal(n, dtype=np.float32) * np.float32(std)).astype(np.float32))
+
     # Scales keep activations O(1) through the layers and give logits a spread
     # of a few units, so that the greedy choice is rarely a near-tie.
     mat("token_embd.weight", V, d, 1.0)
@@ -220,6 +224,10 @@ def write_model(path: str, arch: str, size: str, tname: str):
         mat(p + "attn_q.weight", nh * hd, d, d ** -0.5)
         mat(p + "attn_k.weight", nkv * hd, d, d ** -0.5)
         mat(p + "attn_v.weight", nkv * hd, d, d ** -0.5)
+        if arch == "qwen2":  # Qwen2's biases, large as real ones are (keys' most)
+            bias(p + "attn_q.bias", nh * hd, 0.5)
+            bias(p + "attn_k.bias", nkv * hd, 2.0)
+            bias(p + "attn_v.bias", nkv * hd, 0.2)
         if arch == "qwen3":
             norm(p + "attn_q_norm.weight", hd)
             norm(p + "attn_k_norm.weight", hd)
@@ -697,7 +705,7 @@ def main():
     ap.add_argument("-f", "--force", action="store_true", help="rewrite files that exist")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
-    archs = a.arch or ",".join(OLLAMA_ARCH if a.layout == "ollama" else ["llama", "qwen3"] + list(NEW_ARCHS))
+    archs = a.arch or ",".join(OLLAMA_ARCH if a.layout == "ollama" else ["llama", "qwen2", "qwen3"] + list(NEW_ARCHS))
     for arch in archs.split(","):
         if a.layout == "ollama" and arch not in OLLAMA_ARCH:
             ap.error(f"{arch}: one layout only (Ollama's converter has a layout of its own for {', '.join(OLLAMA_ARCH)}; "
@@ -718,7 +726,7 @@ def main():
                 print(f"gen-models: {path} exists"); continue
             if arch in NEW_ARCHS:
                 write_new_model(path, arch, a.size, t)
-            elif arch in ("llama", "qwen3"):
+            elif arch in ("llama", "qwen2", "qwen3"):
                 write_model(path, arch, a.size, t)
             else:
                 ap.error(f"unknown architecture {arch}")

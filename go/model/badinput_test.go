@@ -246,8 +246,8 @@ type badCase struct {
 	want []string
 }
 
-// The six architectures' small models.
-var badArchs = []string{"qwen3moe", "gpt-oss", "qwen3next", "qwen35", "qwen35moe", "gemma3"}
+// The seven architectures' small models.
+var badArchs = []string{"qwen2", "qwen3moe", "gpt-oss", "qwen3next", "qwen35", "qwen35moe", "gemma3"}
 
 func TestBadModels(t *testing.T) {
 	for _, arch := range badArchs {
@@ -378,6 +378,16 @@ func badCases(t *testing.T, m *ggufFile) []badCase {
 				[]string{"rope_freqs.weight"}},
 			{"rope_freqs of type f16", func(_ *testing.T, m *ggufFile) { m.add("rope_freqs.weight", gguf.TensorF16, rd/2) },
 				[]string{"rope_freqs.weight"}},
+		}...)
+	}
+
+	if a == "qwen2" {
+		cs = append(cs, []badCase{
+			{"missing key bias", func(_ *testing.T, m *ggufFile) { m.drop(blk(1, "attn_k.bias")) }, []string{blk(1, "attn_k.bias")}},
+			{"query bias of the wrong length", func(t *testing.T, m *ggufFile) { m.reshape(t, blk(0, "attn_q.bias"), hd+1) },
+				[]string{blk(0, "attn_q.bias")}},
+			{"value bias of type q8_0", func(t *testing.T, m *ggufFile) { m.retype(t, blk(2, "attn_v.bias"), gguf.TensorQ8_0) },
+				[]string{blk(2, "attn_v.bias")}},
 		}...)
 	}
 

@@ -18,6 +18,7 @@ import (
 // constructors by general.architecture.
 var constructors = map[string]func(ml.Backend) (*decoder.Model, error){
 	"llama":     func(b ml.Backend) (*decoder.Model, error) { return llama.New(b, llama.Llama) },
+	"qwen2":     func(b ml.Backend) (*decoder.Model, error) { return llama.New(b, llama.Qwen2) },
 	"qwen3":     func(b ml.Backend) (*decoder.Model, error) { return llama.New(b, llama.Qwen3) },
 	"qwen3moe":  func(b ml.Backend) (*decoder.Model, error) { return llama.New(b, llama.Qwen3MoE) },
 	"gemma3":    gemma3.New,

@@ -1,9 +1,10 @@
 // Package llama is the dense decoder-only transformer of llama.cpp's
 // "llama" architecture: RMSNorm, grouped-query attention with RoPE (normal
 // mode), a SwiGLU feed-forward, and a tied or separate output head. The
-// same code runs "qwen3" (per-head RMS norm of queries and keys, NeoX
-// RoPE) and "qwen3moe" (qwen3 with a mixture-of-experts feed-forward)
-// through Variant; package qwen3 wraps it. The graph is package decoder's,
+// same code runs "qwen2" (Qwen2/Qwen2.5: biases on the query, key and
+// value projections, NeoX RoPE), "qwen3" (per-head RMS norm of queries and
+// keys, NeoX RoPE) and "qwen3moe" (qwen3 with a mixture-of-experts
+// feed-forward) through Variant; package qwen3 wraps two of them. The graph is package decoder's,
 // the blocks ml/nn's.
 //
 // Hyperparameters and tensor names are llama.cpp's GGUF conventions.
@@ -23,15 +24,17 @@ import (
 
 // Variant selects the architecture's differences from llama.
 type Variant struct {
-	Arch   string // general.architecture
-	QKNorm bool   // attn_q_norm / attn_k_norm per head
-	NeoX   bool   // NeoX RoPE (rotate halves) instead of adjacent pairs
-	MoE    bool   // a mixture-of-experts feed-forward (qwen3moe)
+	Arch    string // general.architecture
+	QKNorm  bool   // attn_q_norm / attn_k_norm per head
+	NeoX    bool   // NeoX RoPE (rotate halves) instead of adjacent pairs
+	MoE     bool   // a mixture-of-experts feed-forward (qwen3moe)
+	QKVBias bool   // attn_q/k/v.bias (qwen2)
 }
 
 // The supported variants.
 var (
 	Llama    = Variant{Arch: "llama"}
+	Qwen2    = Variant{Arch: "qwen2", NeoX: true, QKVBias: true}
 	Qwen3    = Variant{Arch: "qwen3", QKNorm: true, NeoX: true}
 	Qwen3MoE = Variant{Arch: "qwen3moe", QKNorm: true, NeoX: true, MoE: true}
 )
@@ -96,6 +99,9 @@ func New(b ml.Backend, v Variant) (*decoder.Model, error) {
 		a.RoPE = nn.RoPE{Dim: h.RopeDim, Base: h.RopeBase, Scale: h.RopeScale, Options: layerRope}
 		if v.QKNorm {
 			a.QNorm, a.KNorm = w.QKNorm(p, hd)
+		}
+		if v.QKVBias {
+			w.QKVBias(p, a)
 		}
 		var ffn decoder.FFN
 		if !v.MoE {

@@ -95,6 +95,14 @@ func (w *Weights) Attention(p string, c Common, kvHeads, qOut int) *nn.Attention
 	}
 }
 
+// QKVBias gives a's query, key and value projections layer p's biases
+// (attn_q.bias, attn_k.bias, attn_v.bias: Qwen2's).
+func (w *Weights) QKVBias(p string, a *nn.Attention) {
+	a.Q.Bias = w.GetAs(F32, p+"attn_q.bias", a.Heads*a.HeadDim)
+	a.K.Bias = w.GetAs(F32, p+"attn_k.bias", a.KVHeads*a.HeadDim)
+	a.V.Bias = w.GetAs(F32, p+"attn_v.bias", a.KVHeads*a.HeadDim)
+}
+
 // QKNorm is layer p's query and key norms (one weight per head dimension).
 func (w *Weights) QKNorm(p string, headDim int) (q, k ml.Tensor) {
 	return w.GetAs(F32, p+"attn_q_norm.weight", headDim), w.GetAs(F32, p+"attn_k_norm.weight", headDim)
