@@ -190,7 +190,7 @@ $(GEMMA3): scripts/fetch-gemma3.sh
 
 fetch-gemma3: $(GEMMA3)
 
-$(MINILM_GGUF): $(MINILM_DIR)/model.safetensors go/model/bert/convert.go go/gguf/writer.go | runner
+$(MINILM_GGUF): $(MINILM_DIR)/model.safetensors go/convert/bert.go go/gguf/writer.go | runner
 	$(RUNNER) convert -name all-MiniLM-L6-v2 -o $@ $(MINILM_DIR)
 
 # --- install ----------------------------------------------------------------
