@@ -277,7 +277,11 @@ def main(OLLAMA, runner, GOLDEN, EMBEDDER, DECODERS):
                 tol = TOL if same_cpu else OTHER_CPU_TOL["real" if want_m["real"] else "random"]
                 if arch[path] == "gemma3":
                     tol = max(tol, FA_TOL)
-                if p == LONG and arch[path] in FA_ARCHS:
+                # The long prompt: flash attention's kernels differ between the
+                # two ggmls; on another CPU than the golden's, 800-1800 tokens of
+                # other rounding are unmeasured, so the same loose bound (the
+                # machine-local check against our runner is the tight one).
+                if p == LONG and (arch[path] in FA_ARCHS or not same_cpu):
                     tol = max(tol, LONG_FA_TOL)
                 what = f"{name} after {p[:40]!r}"
                 got = first_logprobs(host, name, p)
