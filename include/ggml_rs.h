@@ -918,6 +918,26 @@ struct ggml_rs_tensor *ggml_rs_sdpa(struct ggml_rs_context *ctx,
                                     struct ggml_rs_error *err);
 
 /**
+ * `ggml_rs_sdpa` with the scores soft-capped (Gemma 2's attention logit
+ * soft-capping): `softcap·tanh(scale·K·Q / softcap) + mask` before the
+ * softmax; `softcap` finite and >= 0, 0 for none (then exactly
+ * `ggml_rs_sdpa`). Returns a new tensor owned by ctx's family, or NULL
+ * with err set.
+ */
+struct ggml_rs_tensor *ggml_rs_sdpa_capped(struct ggml_rs_context *ctx,
+                                           struct ggml_rs_tensor *q,
+                                           struct ggml_rs_tensor *k,
+                                           struct ggml_rs_tensor *v,
+                                           struct ggml_rs_tensor *mask,
+                                           struct ggml_rs_tensor *sinks,
+                                           struct ggml_rs_tensor *vmla,
+                                           float scale,
+                                           float softcap,
+                                           bool flash,
+                                           bool v_permuted,
+                                           struct ggml_rs_error *err);
+
+/**
  * 2-D convolution (cross-correlation) of `input` `[W, H, IC, N]` with
  * `kernel` `[KW, KH, IC, OC]`: stride `s0`/`s1` (>= 1), zero padding
  * `p0`/`p1` on both sides (>= 0) and dilation `d0`/`d1` (>= 1) along width

@@ -35,6 +35,7 @@ struct Inputs {
     sinks: Option<Vec<f32>>,
     vmla: Option<(Vec<f32>, [usize; 4])>,
     scale: f32,
+    softcap: f32,
 }
 
 impl Inputs {
@@ -43,7 +44,7 @@ impl Inputs {
         let q = rng.vec(qn.iter().product());
         let k = rng.vec(kn.iter().product());
         let v = rng.vec(dv * kn[1] * kn[2] * kn[3]);
-        Inputs { qn, kn, dv, q, k, v, mask: None, sinks: None, vmla: None, scale: 1.0 / (qn[0] as f32).sqrt() }
+        Inputs { qn, kn, dv, q, k, v, mask: None, sinks: None, vmla: None, scale: 1.0 / (qn[0] as f32).sqrt(), softcap: 0.0 }
     }
     fn vn(&self) -> [usize; 4] {
         [self.dv, self.kn[1], self.kn[2], self.kn[3]]
@@ -99,7 +100,9 @@ fn attention_ref(x: &Inputs) -> Vec<f32> {
                     .map(|j| {
                         let dot: f64 = (0..dk).map(|d| x.q[idx(x.qn, d, h, iq, bi)] as f64 * x.k[idx(x.kn, d, kh, j, kbi)] as f64).sum();
                         let m = x.mask.as_ref().map(|(m, mn)| m[idx(*mn, j, iq, h % mn[2], bi % mn[3])] as f64).unwrap_or(0.0);
-                        x.scale as f64 * dot + m
+                        let c = x.softcap as f64;
+                        let s = x.scale as f64 * dot;
+                        (if c != 0.0 { c * (s / c).tanh() } else { s }) + m
                     })
                     .collect();
                 let sink = x.sinks.as_ref().map(|s| s[h] as f64);
@@ -202,7 +205,7 @@ fn run(x: &Inputs, m: Mode) -> Vec<f32> {
     let mask = x.mask.as_ref().map(|(mv, mn)| upload(&mut input, m.mask, &shape(*mn), mv));
     let sinks = x.sinks.as_ref().map(|s| upload(&mut input, F32, &[s.len() as i64], s));
     let vmla = x.vmla.as_ref().map(|(w, wn)| upload(&mut input, F32, &shape(*wn), w));
-    let out = root.sdpa(q, k, v, mask, sinks, vmla, x.scale, m.flash, m.v_permuted).unwrap();
+    let out = root.sdpa_capped(q, k, v, mask, sinks, vmla, x.scale, x.softcap, m.flash, m.v_permuted).unwrap();
     let dv2 = x.vmla.as_ref().map(|(_, wn)| wn[1]).unwrap_or(x.dv);
     assert_eq!(out.ne(), [dv2 as i64, x.qn[1] as i64, x.qn[2] as i64, x.qn[3] as i64], "output shape");
     assert_eq!(out.dtype(), F32);
@@ -284,6 +287,47 @@ fn sinks() {
     let want = attention_ref(&x);
     assert!(want[..8].iter().all(|v| v.abs() < 1e-6), "head 0 output vanishes");
     check_all("dominant sink", &x);
+}
+
+#[test]
+fn soft_capped_scores() {
+    // Gemma 2: scores capped at 50·tanh(s/50). Queries scaled up so that
+    // the cap bends most scores (|s| up to ~60) and changes the result.
+    let mut x = Inputs::new(81, [16, 4, 5, 1], [16, 2, 7, 1], 16).causal(7, 5, 2, 7);
+    x.q.iter_mut().for_each(|v| *v *= 40.0);
+    x.scale = 1.0;
+    x.softcap = 50.0;
+    let uncapped = attention_ref(&Inputs { softcap: 0.0, ..x.clone() });
+    let want = attention_ref(&x);
+    let diff = want.iter().zip(&uncapped).map(|(a, b)| (a - b).abs()).fold(0.0, f32::max);
+    assert!(diff > 1e-2, "the cap must matter on these inputs (max change {diff})");
+    check_all("softcap 50, scale 1", &x);
+    // A scale other than 1 is applied inside the cap, as flash attention does.
+    x.scale = 0.5;
+    x.softcap = 20.0;
+    check_all("softcap 20, scale 0.5", &x.clone().with_sinks(82));
+    // The tiled flash kernel (>= 64 queries), f32 and f16 K/V.
+    let mut x = Inputs::new(83, [32, 2, 70, 1], [32, 1, 80, 1], 32).causal(80, 70, 10, 80);
+    x.q.iter_mut().for_each(|v| *v *= 30.0);
+    x.softcap = 30.0;
+    close("softcap tiled f32", &run(&x, FLASH), &attention_ref(&x), 1e-5, 1e-5);
+    close("softcap softmax", &run(&x, SOFTMAX), &attention_ref(&x), 1e-5, 1e-5);
+    close("softcap tiled f16", &run(&x, Mode { kv: F16, ..FLASH }), &attention_ref(&x.rounded(f16_round)), 2e-2, 0.0);
+}
+
+#[test]
+fn bad_softcap() {
+    let be = backend();
+    let (mut root, mut input) = contexts(&be);
+    let q = upload(&mut input, F32, &[8, 2, 1, 1], &[0.5; 16]);
+    let k = upload(&mut input, F32, &[8, 2, 3, 1], &[0.5; 48]);
+    for cap in [-1.0, f32::NAN, f32::INFINITY] {
+        for flash in [false, true] {
+            let e = root.sdpa_capped(q, k, k, None, None, None, 1.0, cap, flash, false).unwrap_err();
+            assert_eq!(e.kind, ErrorKind::InvalidArgument, "softcap {cap}: {e}");
+            assert!(e.message.contains("softcap"), "{e}");
+        }
+    }
 }
 
 #[test]
@@ -484,6 +528,20 @@ extern "C" {
         v_permuted: bool,
         err: *mut CError,
     ) -> *mut Opaque;
+    fn ggml_rs_sdpa_capped(
+        ctx: *mut Opaque,
+        q: *mut Opaque,
+        k: *mut Opaque,
+        v: *mut Opaque,
+        mask: *mut Opaque,
+        sinks: *mut Opaque,
+        vmla: *mut Opaque,
+        scale: f32,
+        softcap: f32,
+        flash: bool,
+        v_permuted: bool,
+        err: *mut CError,
+    ) -> *mut Opaque;
     fn ggml_rs_backend_new(params: *const std::ffi::c_void, out: *mut *mut Opaque, err: *mut CError) -> i32;
     fn ggml_rs_backend_free(b: *mut Opaque);
     fn ggml_rs_ctx_new(b: *const Opaque, size: usize, err: *mut CError) -> *mut Opaque;
@@ -522,6 +580,19 @@ fn c_abi_sdpa() {
             assert_eq!(ggml_rs_tensor_get_f32(out, got.as_mut_ptr(), got.len(), &mut err), 0);
             close(&format!("c sdpa flash={flash}"), &got, &want, 1e-5, 1e-5);
         }
+        // Soft-capped, through its own export.
+        let capped = Inputs { softcap: 0.5, ..x.clone() };
+        let want_capped = attention_ref(&capped);
+        for flash in [false, true] {
+            let out = ggml_rs_sdpa_capped(root, q, k, v, null, s, null, x.scale, 0.5, flash, false, &mut err);
+            assert!(!out.is_null(), "{}", err.text());
+            assert_eq!(ggml_rs_ctx_compute(root, &out, 1, &mut err), 0, "{}", err.text());
+            let mut got = vec![0f32; want_capped.len()];
+            assert_eq!(ggml_rs_tensor_get_f32(out, got.as_mut_ptr(), got.len(), &mut err), 0);
+            close(&format!("c sdpa_capped flash={flash}"), &got, &want_capped, 1e-5, 1e-5);
+        }
+        assert!(ggml_rs_sdpa_capped(root, q, k, v, null, null, null, 1.0, -2.0, false, false, &mut err).is_null());
+        assert_eq!(err.text(), "sdpa: softcap -2 must be a finite number >= 0 (0: none)");
         assert!(ggml_rs_sdpa(root, q, null, v, null, null, null, 1.0, false, false, &mut err).is_null());
         assert_eq!((err.status, err.text().as_str()), (1, "sdpa: k is NULL"));
         assert!(ggml_rs_sdpa(root, q, v, k, null, null, null, f32::INFINITY, true, false, &mut err).is_null());

@@ -41,3 +41,31 @@ pub extern "C" fn ggml_rs_sdpa(
         c.sdpa(q, k, v, opt_tensor(mask), opt_tensor(sinks), opt_tensor(vmla), scale, flash, v_permuted)
     })
 }
+
+/// `ggml_rs_sdpa` with the scores soft-capped (Gemma 2's attention logit
+/// soft-capping): `softcap·tanh(scale·K·Q / softcap) + mask` before the
+/// softmax; `softcap` finite and >= 0, 0 for none (then exactly
+/// `ggml_rs_sdpa`). Returns a new tensor owned by ctx's family, or NULL
+/// with err set.
+#[no_mangle]
+pub extern "C" fn ggml_rs_sdpa_capped(
+    ctx: *mut ggml_rs_context,
+    q: *mut ggml_rs_tensor,
+    k: *mut ggml_rs_tensor,
+    v: *mut ggml_rs_tensor,
+    mask: *mut ggml_rs_tensor,
+    sinks: *mut ggml_rs_tensor,
+    vmla: *mut ggml_rs_tensor,
+    scale: f32,
+    softcap: f32,
+    flash: bool,
+    v_permuted: bool,
+    err: *mut ggml_rs_error,
+) -> *mut ggml_rs_tensor {
+    op(ctx, err, "sdpa", |c| {
+        let q = tensor_arg("sdpa", "q", q)?;
+        let k = tensor_arg("sdpa", "k", k)?;
+        let v = tensor_arg("sdpa", "v", v)?;
+        c.sdpa_capped(q, k, v, opt_tensor(mask), opt_tensor(sinks), opt_tensor(vmla), scale, softcap, flash, v_permuted)
+    })
+}

@@ -11,9 +11,13 @@
 //! to each head's output; MLA's value up-projection). Output: f32
 //! `[dv', heads, seqQ, batch]` (`dv' = dv` without `vmla`).
 //!
-//! `flash = true` uses `ggml_flash_attn_ext` (F16 mask, F32 precision);
-//! otherwise `K·Q` in F32 precision, `ggml_soft_max_ext` (scale and mask
-//! fused) and `V·softmax`. Every argument is checked against what those ggml
+//! `softcap` (Gemma 2's attention logit soft-capping), when not 0, caps the
+//! scaled scores before the mask: `softcap·tanh(scale·q·k / softcap)`.
+//!
+//! `flash = true` uses `ggml_flash_attn_ext` (F16 mask, F32 precision, the
+//! cap its `logit_softcap`); otherwise `K·Q` in F32 precision, the cap as
+//! llama.cpp's graph builds it (scale by `scale/softcap`, tanh, scale by
+//! `softcap`), `ggml_soft_max_ext` (scale and mask fused) and `V·softmax`. Every argument is checked against what those ggml
 //! constructors and their CPU kernels assert before anything is built.
 
 use super::matmul::{check_operand_types, dense_rows, is_float, nonempty};
@@ -39,12 +43,34 @@ impl Context {
         flash: bool,
         v_permuted: bool,
     ) -> Result<Tensor> {
+        self.sdpa_capped(q, k, v, mask, sinks, vmla, scale, 0.0, flash, v_permuted)
+    }
+
+    /// `sdpa` with the scores soft-capped at `softcap` (0: none); see the
+    /// module docs.
+    #[allow(clippy::too_many_arguments)]
+    pub fn sdpa_capped(
+        &mut self,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        mask: Option<Tensor>,
+        sinks: Option<Tensor>,
+        vmla: Option<Tensor>,
+        scale: f32,
+        softcap: f32,
+        flash: bool,
+        v_permuted: bool,
+    ) -> Result<Tensor> {
         const OP: &str = "sdpa";
         nonempty(OP, "q", q)?;
         nonempty(OP, "k", k)?;
         nonempty(OP, "v", v)?;
         if !scale.is_finite() {
             return Err(Error::invalid(format!("{OP}: scale {scale} is not finite")));
+        }
+        if !(softcap.is_finite() && softcap >= 0.0) {
+            return Err(Error::invalid(format!("{OP}: softcap {softcap} must be a finite number >= 0 (0: none)")));
         }
 
         // ---- types and layouts of q, k, v --------------------------------
@@ -200,8 +226,8 @@ impl Context {
         }
 
         // ---- build -------------------------------------------------------------
-        // At most ~18 tensors (permutes, copies, products, softmax).
-        let ctx = self.room(OP, 24)?;
+        // At most ~21 tensors (permutes, copies, products, the cap, softmax).
+        let ctx = self.room(OP, 28)?;
         let permute = |this: &Context, t: Tensor, a: i32, b: i32, c: i32, d: i32| -> Result<Tensor> {
             this.made(OP, unsafe { sys::ggml_permute(ctx, t.as_ptr(), a, b, c, d) })
         };
@@ -220,7 +246,7 @@ impl Context {
                 permute(self, v, 0, 2, 1, 3)?
             };
             let kqv = self.made(OP, unsafe {
-                sys::ggml_flash_attn_ext(ctx, qp.as_ptr(), kp.as_ptr(), vp.as_ptr(), mask_ptr, scale, 0.0, 0.0)
+                sys::ggml_flash_attn_ext(ctx, qp.as_ptr(), kp.as_ptr(), vp.as_ptr(), mask_ptr, scale, 0.0, softcap)
             })?;
             if let Some(s) = sinks {
                 unsafe { sys::ggml_flash_attn_ext_add_sinks(kqv.as_ptr(), s.as_ptr()) };
@@ -236,7 +262,14 @@ impl Context {
             return cont(self, cur);
         }
 
-        let kq = self.build_mul_mat(OP, kp, qp, true)?; // [seqK, seqQ, heads, batch]
+        let mut kq = self.build_mul_mat(OP, kp, qp, true)?; // [seqK, seqQ, heads, batch]
+        let mut scale = scale;
+        if softcap != 0.0 {
+            kq = self.made(OP, unsafe { sys::ggml_scale(ctx, kq.as_ptr(), scale / softcap) })?;
+            kq = self.made(OP, unsafe { sys::ggml_tanh(ctx, kq.as_ptr()) })?;
+            kq = self.made(OP, unsafe { sys::ggml_scale(ctx, kq.as_ptr(), softcap) })?;
+            scale = 1.0;
+        }
         let mask_ptr = match mask {
             Some(m) if m.ne()[0] > seq_k => {
                 // ggml_soft_max_ext wants the mask exactly seqK wide.
