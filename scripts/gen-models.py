@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Deterministic random-weight GGUF models for parity tests and benchmarks.
 
-Writes models of seven llama.cpp architectures with llama.cpp's tensor names,
+Writes models of these llama.cpp architectures with llama.cpp's tensor names,
 shapes and metadata (as its converter writes them), in F16, Q8_0 and Q4_0, so
 that llama.cpp (tools/llama-ref) and our Go runner load the same files:
 
@@ -26,6 +26,13 @@ that llama.cpp (tools/llama-ref) and our Go runner load the same files:
                  queries wider than d, one KV head, an output head of its
                  own (as the published 270M Q4_K_M file), final logit
                  soft-capping
+  gemma2         Gemma 2's text decoder: as gemma3 without q/k norms, with
+                 sliding-window layers alternating with global ones (even
+                 layers sliding), attention scores soft-capped
+                 (attn_logit_softcapping; 10 in the small models so that
+                 the cap bends their scores, 50 as the real ones in the
+                 bench model), the final logits too (30), the output head
+                 tied to the embeddings (as llama.cpp always reads it)
 
 Weight matrices (2-D, and the 3-D expert stacks) are in the file's type, the
 MoE routers (ffn_gate_inp) too, which llama.cpp's converter would keep in F32
@@ -326,6 +333,16 @@ NEW_ARCHS = {
         "small": dict(n_layer=7, d=128, n_head=4, n_kv=1, hd=64, ffn=384, swa=16, softcap=30.0),
         "bench": dict(n_layer=8, d=1152, n_head=4, n_kv=1, hd=256, ffn=6912, swa=512),
     },
+    # Gemma 2 2B-like head ratios (8 heads of 256 over 4 KV heads in d
+    # 2304: queries wider than d); 6 layers, alternating sliding (window
+    # 16) and global. The small model's attention cap (10) is below the
+    # real 50 so that its scores, a few units wide, are bent by it; the
+    # bench model keeps 50 and leaves final_logit_softcapping to its
+    # default (30).
+    "gemma2": {
+        "small": dict(n_layer=6, d=128, n_head=4, n_kv=2, hd=64, ffn=384, swa=16, softcap=30.0, attn_softcap=10.0, tied=True),
+        "bench": dict(n_layer=8, d=1152, n_head=8, n_kv=4, hd=128, ffn=6912, swa=512, attn_softcap=50.0, tied=True),
+    },
 }
 DELTA_NET = ("qwen3next", "qwen35", "qwen35moe")
 FULL_ATTN_INTERVAL = 4  # layers 3, 7, ... are full attention, the others delta-net
@@ -339,8 +356,9 @@ def write_new_model(path: str, arch: str, size: str, tname: str):
     n_next = h.get("nextn", 0)
     n_rot = h.get("n_rot", hd)
     E, ffe, shexp = h.get("n_expert", 0), h.get("ffe", 0), h.get("shexp", 0)
-    qwen = arch != "gpt-oss"  # eps 1e-6, q/k norms (gemma3 too)
-    gemma = arch == "gemma3"
+    qwen = arch != "gpt-oss"  # eps 1e-6 (gemma too)
+    qk_norm = arch not in ("gpt-oss", "gemma2")
+    gemma = arch in ("gemma2", "gemma3")
 
     w = gguf.GGUFWriter(path + ".tmp", arch)
     w.add_name(f"ggml-rs random {model} {tname}")
@@ -357,7 +375,7 @@ def write_new_model(path: str, arch: str, size: str, tname: str):
     w.add_value_length(hd)
     w.add_rope_dimension_count(n_rot)
     w.add_layer_norm_rms_eps(1e-6 if qwen else 1e-5)
-    w.add_rope_freq_base({"qwen3moe": 1e6, "gpt-oss": 150000.0, "gemma3": 1e6}.get(arch, 1e7))
+    w.add_rope_freq_base({"qwen3moe": 1e6, "gpt-oss": 150000.0, "gemma3": 1e6, "gemma2": 10000.0}.get(arch, 1e7))
     if E:
         w.add_expert_count(E)
         w.add_expert_used_count(h["n_used"])
@@ -375,6 +393,8 @@ def write_new_model(path: str, arch: str, size: str, tname: str):
         w.add_sliding_window(h["swa"])
         if "softcap" in h:
             w.add_final_logit_softcapping(h["softcap"])
+        if "attn_softcap" in h:
+            w.add_attn_logit_softcapping(h["attn_softcap"])
     if arch in DELTA_NET:
         w.add_ssm_conv_kernel(4)
         w.add_ssm_state_size(h["ssm_state"])
@@ -427,7 +447,7 @@ def write_new_model(path: str, arch: str, size: str, tname: str):
         mat(p + "attn_k.weight", (nkv * hd, d), d ** -0.5)
         mat(p + "attn_v.weight", (nkv * hd, d), d ** -0.5)
         mat(p + "attn_output.weight", (d, nh * hd), (nh * hd) ** -0.5 * 0.5)
-        if qwen:
+        if qk_norm:
             norm(p + "attn_q_norm.weight", hd)
             norm(p + "attn_k_norm.weight", hd)
 
@@ -486,8 +506,12 @@ def write_new_model(path: str, arch: str, size: str, tname: str):
     # takes the output's scale (the first layer's norm rescales its input).
     tied = h.get("tied", False)
     # Gemma multiplies the embeddings by sqrt(d): a table of sd d^-0.5
-    # gives its layers inputs of sd 1.
-    mat("token_embd.weight", (V, d), 3.0 * d ** -0.5 if tied else d ** -0.5 if gemma else 1.0)
+    # gives its layers inputs of sd 1. Tied (Gemma 2), a table of 0.3·d^-0.5
+    # and the output norm (mean 10, below) give the logits their spread: a
+    # table as large as the layers' outputs would keep the input embedding
+    # in the last hidden state, and each token would predict itself.
+    emb_sd = (0.3 if tied else 1.0) * d ** -0.5 if gemma else 3.0 * d ** -0.5 if tied else 1.0
+    mat("token_embd.weight", (V, d), emb_sd)
     for i in range(L + n_next):
         p = f"blk.{i}."
         norm(p + "attn_norm.weight", d)
@@ -532,7 +556,10 @@ def write_new_model(path: str, arch: str, size: str, tname: str):
                 norm(p + "nextn.enorm.weight", d)
                 norm(p + "nextn.hnorm.weight", d)
                 norm(p + "nextn.shared_head_norm.weight", d)
-    norm("output_norm.weight", d)
+    if gemma and tied:
+        f32("output_norm.weight", d, 1.0, 10.0)
+    else:
+        norm("output_norm.weight", d)
     if not tied:
         mat("output.weight", (V, d), 3.0 * d ** -0.5)
 

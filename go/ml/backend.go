@@ -284,6 +284,14 @@ type ScaledDotProductAttention interface {
 	ScaledDotProductAttention(ctx Context, key, value, mask, sinks Tensor, vmla Tensor, scale float64, cacheConfigApplied bool) Tensor
 }
 
+// SoftCappedAttention is ScaledDotProductAttention with the scores
+// soft-capped before the mask: softcap·tanh(scale·q·k / softcap) (Gemma 2's
+// attention logit soft-capping; flash attention's logit_softcap). Not part
+// of Ollama's API: ggml-rs's backend implements it.
+type SoftCappedAttention interface {
+	SoftCappedAttention(ctx Context, key, value, mask, sinks Tensor, scale, softcap float64) Tensor
+}
+
 type number interface {
 	~int | ~int8 | ~int16 | ~int32 | ~int64 |
 		~uint | ~uint8 | ~uint16 | ~uint32 | ~uint64 |

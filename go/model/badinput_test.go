@@ -15,8 +15,8 @@ package model_test
 import (
 	"context"
 	"fmt"
-	"github.com/ggml-rs/ggml-rs/go/internal/testmodel"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -24,6 +24,7 @@ import (
 	"testing"
 
 	"github.com/ggml-rs/ggml-rs/go/gguf"
+	"github.com/ggml-rs/ggml-rs/go/internal/testmodel"
 	"github.com/ggml-rs/ggml-rs/go/ml"
 	_ "github.com/ggml-rs/ggml-rs/go/ml/backend"
 	"github.com/ggml-rs/ggml-rs/go/model"
@@ -246,8 +247,8 @@ type badCase struct {
 	want []string
 }
 
-// The seven architectures' small models.
-var badArchs = []string{"qwen2", "qwen3moe", "gpt-oss", "qwen3next", "qwen35", "qwen35moe", "gemma3"}
+// The architectures' small models.
+var badArchs = []string{"qwen2", "qwen3moe", "gpt-oss", "qwen3next", "qwen35", "qwen35moe", "gemma3", "gemma2"}
 
 func TestBadModels(t *testing.T) {
 	for _, arch := range badArchs {
@@ -388,6 +389,18 @@ func badCases(t *testing.T, m *ggufFile) []badCase {
 				[]string{blk(0, "attn_q.bias")}},
 			{"value bias of type q8_0", func(t *testing.T, m *ggufFile) { m.retype(t, blk(2, "attn_v.bias"), gguf.TensorQ8_0) },
 				[]string{blk(2, "attn_v.bias")}},
+		}...)
+	}
+
+	if a == "gemma2" {
+		cs = append(cs, []badCase{
+			{"missing post-FFN norm", func(_ *testing.T, m *ggufFile) { m.drop(blk(3, "post_ffw_norm.weight")) },
+				[]string{blk(3, "post_ffw_norm.weight")}},
+			{"attn_logit_softcapping negative", set("attn_logit_softcapping", float32(-50)), []string{k("attn_logit_softcapping")}},
+			{"attn_logit_softcapping NaN", set("attn_logit_softcapping", float32(math.NaN())), []string{k("attn_logit_softcapping")}},
+			{"attn_logit_softcapping a string", set("attn_logit_softcapping", "fifty"), []string{k("attn_logit_softcapping")}},
+			{"final_logit_softcapping infinite", set("final_logit_softcapping", float32(math.Inf(1))), []string{k("final_logit_softcapping")}},
+			{"sliding_window negative", set("attention.sliding_window", int32(-16)), []string{k("attention.sliding_window")}},
 		}...)
 	}
 

@@ -9,7 +9,7 @@ import (
 
 	"github.com/ggml-rs/ggml-rs/go/ml"
 	"github.com/ggml-rs/ggml-rs/go/model/decoder"
-	"github.com/ggml-rs/ggml-rs/go/model/gemma3"
+	"github.com/ggml-rs/ggml-rs/go/model/gemma"
 	"github.com/ggml-rs/ggml-rs/go/model/gptoss"
 	"github.com/ggml-rs/ggml-rs/go/model/llama"
 	"github.com/ggml-rs/ggml-rs/go/model/qwen3next"
@@ -21,7 +21,8 @@ var constructors = map[string]func(ml.Backend) (*decoder.Model, error){
 	"qwen2":     func(b ml.Backend) (*decoder.Model, error) { return llama.New(b, llama.Qwen2) },
 	"qwen3":     func(b ml.Backend) (*decoder.Model, error) { return llama.New(b, llama.Qwen3) },
 	"qwen3moe":  func(b ml.Backend) (*decoder.Model, error) { return llama.New(b, llama.Qwen3MoE) },
-	"gemma3":    gemma3.New,
+	"gemma2":    func(b ml.Backend) (*decoder.Model, error) { return gemma.New(b, gemma.Gemma2) },
+	"gemma3":    func(b ml.Backend) (*decoder.Model, error) { return gemma.New(b, gemma.Gemma3) },
 	"gpt-oss":   gptoss.New,
 	"gptoss":    gptoss.New, // Ollama's converter's name
 	"qwen3next": qwen3next.New,

@@ -490,6 +490,17 @@ func (t *Tensor) ScaledDotProductAttention(ctx ml.Context, key, value, mask, sin
 		C.float(scale), C.bool(flash), C.bool(cfg.PermutedV), &c.f.s.err))
 }
 
+// SoftCappedAttention is ScaledDotProductAttention over a cache's keys and
+// values with the scores soft-capped (ml.SoftCappedAttention).
+func (t *Tensor) SoftCappedAttention(ctx ml.Context, key, value, mask, sinks ml.Tensor, scale, softcap float64) ml.Tensor {
+	const op = "SoftCappedAttention"
+	c := use(ctx, op)
+	b := c.f.b
+	return c.result(C.ggml_rs_sdpa_capped(c.c, t.ptr(op), handle(key, op), handle(value, op),
+		handle(mask, op), handle(sinks, op), nil,
+		C.float(scale), C.float(softcap), C.bool(b.flash), C.bool(b.CacheConfig().PermutedV), &c.f.s.err))
+}
+
 // ---- operations of later issues --------------------------------------------
 
 func notImplemented(op string) {

@@ -40,7 +40,8 @@ func (r RoPE) Apply(ctx ml.Context, t, positions ml.Tensor) ml.Tensor {
 //   - QNorm, KNorm: per-head RMS norms of queries and keys (Qwen3 family);
 //   - RoPE of the first RoPE.Dim values of each head;
 //   - Sinks: one attention-sink logit per head (gpt-oss);
-//   - QScale: queries scaled before the attention (Gemma 3);
+//   - QScale: queries scaled before the attention (Gemma 2 and 3);
+//   - SoftCap: scores soft-capped before the softmax (Gemma 2);
 //   - the cache's mask decides causality and any sliding window.
 type Attention struct {
 	Q, K, V, Output Linear
@@ -56,7 +57,10 @@ type Attention struct {
 	// attention (a scale op of its own, as llama.cpp's Gemma 3 graph; the
 	// product is then scaled by Scale, 1 there).
 	QScale float32
-	RoPE   RoPE
+	// SoftCap, when not 0, caps the scaled scores before the mask and the
+	// softmax: SoftCap·tanh(s/SoftCap) (attn_logit_softcapping).
+	SoftCap float32
+	RoPE    RoPE
 	// KeysBeforeValues adds the keys to the graph before the values, as
 	// llama.cpp's attention over a sliding-window cache does (gpt-oss);
 	// its other attention adds the queries, the values, then the keys.
@@ -105,6 +109,13 @@ func (a *Attention) Forward(ctx ml.Context, x ml.Tensor, b *Batch, layer int) ml
 	}
 	// sdpa is the attention of queries q over keys kc and values vc.
 	sdpa := func(q, kc, vc, mask ml.Tensor) ml.Tensor {
+		if a.SoftCap != 0 {
+			op, ok := q.(ml.SoftCappedAttention)
+			if !ok {
+				panic(fmt.Errorf("nn: the backend's tensors have no SoftCappedAttention"))
+			}
+			return op.SoftCappedAttention(ctx, kc, vc, mask, a.Sinks, scale, float64(a.SoftCap))
+		}
 		op, ok := q.(ml.ScaledDotProductAttention)
 		if !ok {
 			panic(fmt.Errorf("nn: the backend's tensors have no ScaledDotProductAttention"))
