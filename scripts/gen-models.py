@@ -33,6 +33,12 @@ that llama.cpp (tools/llama-ref) and our Go runner load the same files:
                  the cap bends their scores, 50 as the real ones in the
                  bench model), the final logits too (30), the output head
                  tied to the embeddings (as llama.cpp always reads it)
+  olmo2          OLMo 2: post-norm blocks (no pre-norms; post-attention and
+                 post-FFN norms), q/k RMS norms over the whole projections,
+                 NeoX RoPE, SwiGLU, multi-head attention
+  olmo3          OLMo 3, as llama.cpp's converter writes it (architecture
+                 olmo2): olmo2 with GQA, three sliding-window layers in
+                 every four (window 16) and YaRN on the global layers
 
 Weight matrices (2-D, and the 3-D expert stacks) are in the file's type, the
 MoE routers (ffn_gate_inp) too, which llama.cpp's converter would keep in F32
@@ -339,6 +345,19 @@ NEW_ARCHS = {
     # real 50 so that its scores, a few units wide, are bent by it; the
     # bench model keeps 50 and leaves final_logit_softcapping to its
     # default (30).
+    # OLMo 2 7B-like (multi-head attention, head = d/heads) and OLMo 3
+    # (GQA, sliding window 3 layers in 4, YaRN x8 with an attention factor
+    # on the global layers): 8 layers so that layers 3 and 7 are global.
+    "olmo2": {
+        "small": dict(n_layer=4, d=128, n_head=4, n_kv=4, hd=32, ffn=384),
+        "bench": dict(n_layer=8, d=1024, n_head=16, n_kv=16, hd=64, ffn=2816),
+    },
+    "olmo3": {
+        "small": dict(n_layer=8, d=128, n_head=4, n_kv=2, hd=32, ffn=384, swa=16,
+                      yarn=dict(factor=8.0, orig_ctx=256, attn_factor=1.2)),
+        "bench": dict(n_layer=8, d=1024, n_head=16, n_kv=4, hd=64, ffn=2816, swa=512,
+                      yarn=dict(factor=8.0, orig_ctx=512, attn_factor=1.2)),
+    },
     "gemma2": {
         "small": dict(n_layer=6, d=128, n_head=4, n_kv=2, hd=64, ffn=384, swa=16, softcap=30.0, attn_softcap=10.0, tied=True),
         "bench": dict(n_layer=8, d=1152, n_head=8, n_kv=4, hd=128, ffn=6912, swa=512, attn_softcap=50.0, tied=True),
@@ -357,10 +376,12 @@ def write_new_model(path: str, arch: str, size: str, tname: str):
     n_rot = h.get("n_rot", hd)
     E, ffe, shexp = h.get("n_expert", 0), h.get("ffe", 0), h.get("shexp", 0)
     qwen = arch != "gpt-oss"  # eps 1e-6 (gemma too)
-    qk_norm = arch not in ("gpt-oss", "gemma2")
+    olmo = arch in ("olmo2", "olmo3")
+    qk_norm = arch not in ("gpt-oss", "gemma2") and not olmo
     gemma = arch in ("gemma2", "gemma3")
 
-    w = gguf.GGUFWriter(path + ".tmp", arch)
+    # OLMo 3's checkpoints are olmo2 files for llama.cpp.
+    w = gguf.GGUFWriter(path + ".tmp", "olmo2" if olmo else arch)
     w.add_name(f"ggml-rs random {model} {tname}")
     w.add_file_type(int(ftype))
     w.add_context_length(h["ctx"])
@@ -375,7 +396,8 @@ def write_new_model(path: str, arch: str, size: str, tname: str):
     w.add_value_length(hd)
     w.add_rope_dimension_count(n_rot)
     w.add_layer_norm_rms_eps(1e-6 if qwen else 1e-5)
-    w.add_rope_freq_base({"qwen3moe": 1e6, "gpt-oss": 150000.0, "gemma3": 1e6, "gemma2": 10000.0}.get(arch, 1e7))
+    w.add_rope_freq_base({"qwen3moe": 1e6, "gpt-oss": 150000.0, "gemma3": 1e6, "gemma2": 10000.0, "olmo2": 500000.0,
+                        "olmo3": 500000.0}.get(arch, 1e7))
     if E:
         w.add_expert_count(E)
         w.add_expert_used_count(h["n_used"])
@@ -387,6 +409,15 @@ def write_new_model(path: str, arch: str, size: str, tname: str):
         w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
         w.add_rope_scaling_factor(32.0)
         w.add_rope_scaling_orig_ctx_len(4096)
+    if olmo and "swa" in h:
+        # The pattern (every 4th layer global) is llama.cpp's default.
+        w.add_sliding_window(h["swa"])
+    if "yarn" in h:
+        y = h["yarn"]
+        w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
+        w.add_rope_scaling_factor(y["factor"])
+        w.add_rope_scaling_orig_ctx_len(y["orig_ctx"])
+        w.add_rope_scaling_attn_factors(y["attn_factor"])
     if gemma:
         # The pattern (every 6th layer global) and the local RoPE base
         # (10000) are llama.cpp's defaults, as in the real files.
@@ -447,6 +478,9 @@ def write_new_model(path: str, arch: str, size: str, tname: str):
         mat(p + "attn_k.weight", (nkv * hd, d), d ** -0.5)
         mat(p + "attn_v.weight", (nkv * hd, d), d ** -0.5)
         mat(p + "attn_output.weight", (d, nh * hd), (nh * hd) ** -0.5 * 0.5)
+        if olmo:
+            norm(p + "attn_q_norm.weight", nh * hd)
+            norm(p + "attn_k_norm.weight", nkv * hd)
         if qk_norm:
             norm(p + "attn_q_norm.weight", hd)
             norm(p + "attn_k_norm.weight", hd)
@@ -514,6 +548,13 @@ def write_new_model(path: str, arch: str, size: str, tname: str):
     mat("token_embd.weight", (V, d), emb_sd)
     for i in range(L + n_next):
         p = f"blk.{i}."
+        if olmo:
+            # Post-norm blocks: no attn_norm or ffn_norm.
+            attention(p, False)
+            norm(p + "post_attention_norm.weight", d)
+            dense_ffn(p)
+            norm(p + "post_ffw_norm.weight", d)
+            continue
         norm(p + "attn_norm.weight", d)
         if arch == "qwen3moe":
             attention(p, False)
@@ -575,7 +616,7 @@ def write_new_model(path: str, arch: str, size: str, tname: str):
 # The architecture Ollama's converter names in its file for the checkpoint
 # that llama.cpp's converter names arch: gpt-oss is "gptoss", and a
 # Qwen3-Next checkpoint (it has experts) comes out as "qwen35moe".
-OLLAMA_ARCH = {"gpt-oss": "gptoss", "qwen3next": "qwen35moe", "qwen35": "qwen35", "qwen35moe": "qwen35moe"}
+OLLAMA_ARCH = {"gpt-oss": "gptoss", "qwen3next": "qwen35moe", "qwen35": "qwen35", "qwen35moe": "qwen35moe", "olmo3": "olmo3"}
 
 # llama.cpp's MTP (nextn) tensor names and the checkpoint's, which Ollama's
 # converter writes with no more than its usual renames (it binds none).
@@ -622,6 +663,10 @@ def write_ollama_model(path: str, src: str, arch: str, size: str):
               rope.scaling.original_context_length; the rotary size is the
               head's); tokenizer.ggml.pre default (Ollama knows no gpt-4o
               pre-tokenizer) and an eos_token_ids array
+      olmo3   architecture olmo3 (llama.cpp's converter writes olmo2); the
+              sliding layers as a per-layer bool array (the checkpoint's
+              layer_types); no attention.key_length, value_length or
+              rope.dimension_count (the head is n_embd/n_head)
 
     Not reproduced: Ollama's element types (F16 for every matrix, F32
     routers; here each tensor keeps the llama.cpp file's type, so that both
@@ -645,6 +690,11 @@ def write_ollama_model(path: str, src: str, arch: str, size: str):
     def flag(v):
         return (v, T.BOOL, None)
 
+    if arch == "olmo3":
+        # The llama.cpp-layout file's keys carry its architecture, olmo2.
+        for name, f in r.fields.items():
+            if name.startswith("olmo2."):
+                kv[name[len("olmo2."):]] = kv.pop(name)
     n_layer = kv["block_count"][0] - kv.pop("nextn_predict_layers", (0,))[0]
     kv["block_count"] = u32(n_layer)
     del kv["general.name"]
@@ -659,6 +709,10 @@ def write_ollama_model(path: str, src: str, arch: str, size: str):
             kv.pop(k, None)
         kv["tokenizer.ggml.pre"] = ("default", T.STRING, None)
         kv["tokenizer.ggml.eos_token_ids"] = arr([kv["tokenizer.ggml.eos_token_id"][0], n_vocab - 2], T.INT32)
+    elif arch == "olmo3":
+        for k in ("attention.key_length", "attention.value_length", "rope.dimension_count"):
+            kv.pop(k, None)
+        kv["attention.sliding_window_pattern"] = arr([(i + 1) % 4 != 0 for i in range(n_layer)], T.BOOL)
     else:
         nkv, every = kv["attention.head_count_kv"][0], kv["full_attention_interval"][0]
         kv["attention.head_count_kv"] = arr([nkv if (i + 1) % every == 0 else 0 for i in range(n_layer)], T.UINT32)

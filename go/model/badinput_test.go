@@ -248,7 +248,7 @@ type badCase struct {
 }
 
 // The architectures' small models.
-var badArchs = []string{"qwen2", "qwen3moe", "gpt-oss", "qwen3next", "qwen35", "qwen35moe", "gemma3", "gemma2"}
+var badArchs = []string{"qwen2", "qwen3moe", "gpt-oss", "qwen3next", "qwen35", "qwen35moe", "gemma3", "gemma2", "olmo2", "olmo3"}
 
 func TestBadModels(t *testing.T) {
 	for _, arch := range badArchs {
@@ -316,6 +316,16 @@ func badCases(t *testing.T, m *ggufFile) []badCase {
 	if kv == heads {
 		otherKV = 1
 	}
+	// A norm every block has (OLMo's blocks have no pre-norms), and what
+	// head sizes that contradict the tensors are caught by (OLMo's heads
+	// must be embedding_length/head_count: the key is named first).
+	norm := "attn_norm.weight"
+	headsWrong, dWrong := []string{blk(attn, "attn_q.weight")}, []string{"token_embd.weight"}
+	if strings.HasPrefix(a, "olmo") {
+		norm = "post_attention_norm.weight"
+		headsWrong = []string{k("attention.key_length"), k("attention.head_count")}
+		dWrong = []string{k("embedding_length")}
+	}
 
 	cs := []badCase{
 		// Heads.
@@ -329,7 +339,7 @@ func badCases(t *testing.T, m *ggufFile) []badCase {
 		{"head_count 0", set("attention.head_count", u32(0)), []string{k("attention.head_count")}},
 		{"head_count missing", set("attention.head_count", nil), []string{k("attention.head_count")}},
 		// Consistent keys, contradicting the tensors.
-		{"head_count doubled", set("attention.head_count", u32(2*heads)), []string{blk(attn, "attn_q.weight")}},
+		{"head_count doubled", set("attention.head_count", u32(2*heads)), headsWrong},
 		{"head_count_kv dividing head_count but contradicting attn_k", set("attention.head_count_kv", u32(otherKV)),
 			[]string{blk(attn, "attn_k.weight")}},
 		{"key_length differs from value_length", set("attention.key_length", u32(hd/2)),
@@ -338,8 +348,8 @@ func badCases(t *testing.T, m *ggufFile) []badCase {
 			m.set("attention.key_length", u32(hd/2))
 			m.set("attention.value_length", u32(hd/2))
 			m.set("rope.dimension_count", u32(min(hd/2, m.u("rope.dimension_count"))))
-		}, []string{blk(attn, "attn_q.weight")}},
-		{"embedding_length wrong", set("embedding_length", u32(m.u("embedding_length")+32)), []string{"token_embd.weight"}},
+		}, headsWrong},
+		{"embedding_length wrong", set("embedding_length", u32(m.u("embedding_length")+32)), dWrong},
 		// RoPE.
 		{"rope.dimension_count odd", set("rope.dimension_count", u32(hd-1)), []string{k("rope.dimension_count")}},
 		{"rope.dimension_count larger than the head", set("rope.dimension_count", u32(2*hd)), []string{k("rope.dimension_count")}},
@@ -356,11 +366,11 @@ func badCases(t *testing.T, m *ggufFile) []badCase {
 			m.reshape(t, blk(attn, "attn_v.weight"), s[0]*s[1])
 		}, []string{blk(attn, "attn_v.weight")}},
 		{"norm 2-D", func(t *testing.T, m *ggufFile) {
-			s := m.shape(t, blk(attn, "attn_norm.weight"))
-			m.reshape(t, blk(attn, "attn_norm.weight"), s[0]/2, 2)
-		}, []string{blk(attn, "attn_norm.weight")}},
-		{"norm of type i32", func(t *testing.T, m *ggufFile) { m.retype(t, blk(attn, "attn_norm.weight"), gguf.TensorI32) },
-			[]string{blk(attn, "attn_norm.weight")}},
+			s := m.shape(t, blk(attn, norm))
+			m.reshape(t, blk(attn, norm), s[0]/2, 2)
+		}, []string{blk(attn, norm)}},
+		{"norm of type i32", func(t *testing.T, m *ggufFile) { m.retype(t, blk(attn, norm), gguf.TensorI32) },
+			[]string{blk(attn, norm)}},
 		{"norm of type q8_0", func(t *testing.T, m *ggufFile) { m.retype(t, "output_norm.weight", gguf.TensorQ8_0) },
 			[]string{"output_norm.weight"}},
 		{"embeddings of type i32", func(t *testing.T, m *ggufFile) { m.retype(t, "token_embd.weight", gguf.TensorI32) },
@@ -389,6 +399,18 @@ func badCases(t *testing.T, m *ggufFile) []badCase {
 				[]string{blk(0, "attn_q.bias")}},
 			{"value bias of type q8_0", func(t *testing.T, m *ggufFile) { m.retype(t, blk(2, "attn_v.bias"), gguf.TensorQ8_0) },
 				[]string{blk(2, "attn_v.bias")}},
+		}...)
+	}
+
+	if a == "olmo2" || a == "olmo3" {
+		cs = append(cs, []badCase{
+			{"missing post-FFN norm", func(_ *testing.T, m *ggufFile) { m.drop(blk(2, "post_ffw_norm.weight")) },
+				[]string{blk(2, "post_ffw_norm.weight")}},
+			{"q norm per head, not over the projection", func(t *testing.T, m *ggufFile) { m.reshape(t, blk(1, "attn_q_norm.weight"), hd) },
+				[]string{blk(1, "attn_q_norm.weight")}},
+			{"k norm of the query's width", func(t *testing.T, m *ggufFile) { m.reshape(t, blk(0, "attn_k_norm.weight"), hd*heads+hd) },
+				[]string{blk(0, "attn_k_norm.weight")}},
+			{"sliding_window negative", set("attention.sliding_window", int32(-16)), []string{k("attention.sliding_window")}},
 		}...)
 	}
 

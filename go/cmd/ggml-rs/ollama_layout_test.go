@@ -2,11 +2,12 @@ package main
 
 // Ollama's GGUF layout. For the same checkpoint Ollama's converter writes
 // another file than llama.cpp's: other architecture names (gptoss; a
-// Qwen3-Next checkpoint as qwen35moe), other tensor names (ssm_dt,
+// Qwen3-Next checkpoint as qwen35moe; olmo3 for llama.cpp's olmo2), other tensor names (ssm_dt,
 // attn_out, ffn_norm, attn_sinks), other keys (a per-layer head_count_kv
 // array whose zeros mark the recurrent layers, 3 rope sections and their
 // aliases, no MTP layers in block_count, no expert_feed_forward_length or
-// rope.scaling.type for gpt-oss) and stray mtp.* tensors.
+// rope.scaling.type for gpt-oss; OLMo 3's sliding layers as a bool array,
+// no head sizes) and stray mtp.* tensors.
 // scripts/gen-models.py --layout ollama writes those files
 // (<model>-ollama.gguf) from the same tensor bytes as the llama.cpp-layout
 // models, so they are held to the same golden files.
@@ -29,6 +30,7 @@ var ollamaArchs = map[string]string{
 	"qwen3next": "qwen35moe",
 	"qwen35":    "qwen35",
 	"qwen35moe": "qwen35moe",
+	"olmo3":     "olmo3", // llama.cpp's converter: olmo2
 }
 
 // TestOllamaLayout checks that each Ollama-layout model gives
@@ -47,8 +49,8 @@ func TestOllamaLayout(t *testing.T) {
 				checkSHA(t, path, doc.ModelSHA256)
 				opath := modelPath(t, name+"-ollama")
 				paths := []string{"fused"}
-				if arch != "gpt-oss" {
-					paths = append(paths, "primitive")
+				if strings.HasPrefix(arch, "qwen3") {
+					paths = append(paths, "primitive") // the delta net's
 				}
 				if !t.Run("same-logits", func(t *testing.T) { sameLogits(t, path, opath, arch, paths, &doc) }) {
 					return
@@ -125,6 +127,13 @@ func checkOllamaLayout(t *testing.T, b ml.Backend, arch string) {
 			problems = append(problems, "not Ollama's gpt-oss tensor names")
 		}
 		if c.Value(oarch+".expert_feed_forward_length") != nil || c.Value(oarch+".rope.scaling.type") != nil {
+			problems = append(problems, "keys Ollama does not write")
+		}
+	} else if arch == "olmo3" {
+		if _, ok := c.Value(oarch + ".attention.sliding_window_pattern").([]bool); !ok {
+			problems = append(problems, "sliding_window_pattern is not a per-layer bool array")
+		}
+		if c.Value(oarch+".attention.key_length") != nil || c.Value(oarch+".rope.dimension_count") != nil {
 			problems = append(problems, "keys Ollama does not write")
 		}
 	} else {

@@ -37,7 +37,9 @@ func (r RoPE) Apply(ctx ml.Context, t, positions ml.Tensor) ml.Tensor {
 //   - GatedQ: the Q projection yields 2·HeadDim values per head, the
 //     query and then an output gate: the attention output is multiplied by
 //     sigmoid(gate) before Output (Qwen3-Next, Qwen3.5);
-//   - QNorm, KNorm: per-head RMS norms of queries and keys (Qwen3 family);
+//   - QNorm, KNorm: per-head RMS norms of queries and keys (Qwen3 family),
+//     or, with QKNormWhole, RMS norms over each token's whole query and
+//     key projections before the heads are split (OLMo 2);
 //   - RoPE of the first RoPE.Dim values of each head;
 //   - Sinks: one attention-sink logit per head (gpt-oss);
 //   - QScale: queries scaled before the attention (Gemma 2 and 3);
@@ -50,6 +52,7 @@ type Attention struct {
 
 	Heads, KVHeads, HeadDim int
 	GatedQ                  bool
+	QKNormWhole             bool
 	NormEps                 float32
 	// Scale multiplies the query·key products; 0 means 1/√HeadDim.
 	Scale float64
@@ -80,15 +83,21 @@ func (a *Attention) Forward(ctx ml.Context, x ml.Tensor, b *Batch, layer int) ml
 		qg := a.Q.Forward(ctx, x).Reshape(ctx, 2*hd, a.Heads, n)
 		q = qg.View(ctx, 0, hd, qg.Stride(1), a.Heads, qg.Stride(2), n)
 		gate = qg.View(ctx, hd*qg.Stride(0), hd, qg.Stride(1), a.Heads, qg.Stride(2), n)
+	} else if a.QKNormWhole {
+		q = a.Q.Forward(ctx, x)
 	} else {
 		q = a.Q.Forward(ctx, x).Reshape(ctx, hd, a.Heads, n)
 	}
-	k := a.K.Forward(ctx, x).Reshape(ctx, hd, a.KVHeads, n)
+	k := a.K.Forward(ctx, x)
 	v := a.V.Forward(ctx, x).Reshape(ctx, hd, a.KVHeads, n)
-	if a.QNorm != nil {
+	if a.QKNormWhole {
+		q = q.RMSNorm(ctx, a.QNorm, a.NormEps).Reshape(ctx, hd, a.Heads, n)
+		k = k.RMSNorm(ctx, a.KNorm, a.NormEps)
+	} else if a.QNorm != nil {
 		q = q.RMSNorm(ctx, a.QNorm, a.NormEps)
 	}
-	if a.KNorm != nil {
+	k = k.Reshape(ctx, hd, a.KVHeads, n)
+	if !a.QKNormWhole && a.KNorm != nil {
 		k = k.RMSNorm(ctx, a.KNorm, a.NormEps)
 	}
 	q = a.RoPE.Apply(ctx, q, b.Positions)

@@ -35,19 +35,20 @@ type FFN interface {
 // FFN(rmsnorm(x)·FFNNorm). With AttnPostNorm and FFNPostNorm (Gemma's
 // "sandwich" norms) each branch's output is RMS-normed again before its
 // residual: x += rmsnorm(Mixer(…))·AttnPostNorm, likewise the FFN's.
-// Cache says what the layer keeps.
+// Without AttnNorm and FFNNorm (OLMo 2's post-norm blocks) the branches
+// take x as it is. Cache says what the layer keeps.
 type Block struct {
-	AttnNorm     ml.Tensor
+	AttnNorm     ml.Tensor // optional
 	Mixer        Mixer
 	AttnPostNorm ml.Tensor // optional
-	FFNNorm      ml.Tensor
+	FFNNorm      ml.Tensor // optional
 	FFN          FFN
 	FFNPostNorm  ml.Tensor // optional
 	Cache        kvcache.LayerSpec
 }
 
-// postNorm is RMSNorm(h)·w, or h without w.
-func postNorm(ctx ml.Context, h, w ml.Tensor, eps float32) ml.Tensor {
+// norm is RMSNorm(h)·w, or h without w.
+func norm(ctx ml.Context, h, w ml.Tensor, eps float32) ml.Tensor {
 	if w == nil {
 		return h
 	}
@@ -57,7 +58,7 @@ func postNorm(ctx ml.Context, h, w ml.Tensor, eps float32) ml.Tensor {
 // ffn is the block's feed-forward branch with its residual: x +
 // post(FFN(rmsnorm(x)·FFNNorm)).
 func (bl *Block) ffn(ctx ml.Context, x ml.Tensor, eps float32) ml.Tensor {
-	return x.Add(ctx, postNorm(ctx, bl.FFN.Forward(ctx, x.RMSNorm(ctx, bl.FFNNorm, eps)), bl.FFNPostNorm, eps))
+	return x.Add(ctx, norm(ctx, bl.FFN.Forward(ctx, norm(ctx, x, bl.FFNNorm, eps)), bl.FFNPostNorm, eps))
 }
 
 // Model is a decoder ready to run.
@@ -425,13 +426,13 @@ func (m *Model) forward(cache *kvcache.Cache, ub *kvcache.Ubatch, rows []int32, 
 	}
 	var hid ml.Tensor
 	for i, bl := range m.Blocks {
-		h := bl.Mixer.Forward(ctx, x.RMSNorm(ctx, bl.AttnNorm, m.Eps), b, i)
+		h := bl.Mixer.Forward(ctx, norm(ctx, x, bl.AttnNorm, m.Eps), b, i)
 		if keepRows != nil && i == len(m.Blocks)-1 {
 			if wantHidden {
 				// Every row's hidden state, from a feed-forward over all
 				// rows; the logits below take the path of a batch
 				// without hidden states, bit for bit.
-				xa := bl.ffn(ctx, x.Add(ctx, postNorm(ctx, h, bl.AttnPostNorm, m.Eps)), m.Eps)
+				xa := bl.ffn(ctx, x.Add(ctx, norm(ctx, h, bl.AttnPostNorm, m.Eps)), m.Eps)
 				hid = xa.RMSNorm(ctx, m.OutNorm, m.Eps)
 			}
 			// Only some rows' logits are wanted: the last feed-forward
@@ -439,7 +440,7 @@ func (m *Model) forward(cache *kvcache.Cache, ub *kvcache.Ubatch, rows []int32, 
 			// inp_out_ids.
 			h, x = h.Rows(ctx, keepRows), x.Rows(ctx, keepRows)
 		}
-		x = x.Add(ctx, postNorm(ctx, h, bl.AttnPostNorm, m.Eps))
+		x = x.Add(ctx, norm(ctx, h, bl.AttnPostNorm, m.Eps))
 		x = bl.ffn(ctx, x, m.Eps)
 	}
 	x = x.RMSNorm(ctx, m.OutNorm, m.Eps)

@@ -30,14 +30,12 @@ const (
 // Hyper are gpt-oss's hyperparameters.
 type Hyper struct {
 	load.Common
-	KVHeads                                    int
-	Experts, ExpertsUsed, ExpertFF             int
-	Window                                     int
-	SWA                                        []bool // per layer: sliding-window attention
-	RopeBaseSWA, RopeScale                     float32
-	Yarn                                       bool
-	YarnOrigCtx                                int
-	YarnBetaFast, YarnBetaSlow, YarnAttnFactor float32
+	KVHeads                        int
+	Experts, ExpertsUsed, ExpertFF int
+	Window                         int
+	SWA                            []bool // per layer: sliding-window attention
+	RopeBaseSWA, RopeScale         float32
+	Yarn                           load.Yarn
 }
 
 // ReadHyper reads the hyperparameters of a gpt-oss model (either
@@ -65,21 +63,11 @@ func ReadHyper(b ml.Backend) (Hyper, error) {
 	r.Positive("expert_feed_forward_length", h.ExpertFF)
 	r.Experts(h.Experts, h.ExpertsUsed)
 
-	// YaRN: rope.scaling.type yarn (llama.cpp), or absent with an original
-	// context length given (Ollama's converter writes no type).
-	typ := r.String("rope.scaling.type", "")
-	h.Yarn = typ == "yarn" || (typ == "" && r.Has("rope.scaling.original_context_length"))
+	h.Yarn = r.Yarn(h.Context)
 	h.RopeScale = 1
-	if f := r.Float("rope.scaling.factor", 0); f > 0 && (h.Yarn || typ == "linear") {
+	if f := r.Float("rope.scaling.factor", 0); f > 0 && (h.Yarn.On || r.String("rope.scaling.type", "") == "linear") {
 		h.RopeScale = 1 / f
 	}
-	h.YarnOrigCtx = r.Int("rope.scaling.original_context_length", h.Context)
-	h.YarnBetaFast = r.Float("rope.scaling.yarn_beta_fast", 32)
-	h.YarnBetaSlow = r.Float("rope.scaling.yarn_beta_slow", 1)
-	// llama.cpp's attention factor: get_mscale(factor)/(1 + 0.1·ln factor)
-	// (= 1) times rope.scaling.attn_factor; ggml applies the YaRN
-	// magnitude scale itself.
-	h.YarnAttnFactor = r.Float("rope.scaling.attn_factor", 1)
 
 	// Sliding-window layers: an explicit per-layer array, or a pattern of
 	// n layers whose last is full (default 2: even layers slide).
@@ -128,15 +116,7 @@ func New(b ml.Backend) (*decoder.Model, error) {
 	}
 	for i := 0; i < h.Layers; i++ {
 		p := load.Layer(i)
-		opts := []func(*rope.Options){rope.WithTypeNeoX()}
-		if h.Yarn {
-			opts = append(opts,
-				rope.WithOriginalContextLength(h.YarnOrigCtx),
-				rope.WithExtrapolationFactor(1),
-				rope.WithAttentionFactor(h.YarnAttnFactor),
-				rope.WithBetaFast(h.YarnBetaFast),
-				rope.WithBetaSlow(h.YarnBetaSlow))
-		}
+		opts := append([]func(*rope.Options){rope.WithTypeNeoX()}, h.Yarn.Options()...)
 		base := h.RopeBase
 		spec := kvcache.LayerSpec{Kind: kvcache.Attention, KeyDim: hd, ValueDim: hd, KVHeads: h.KVHeads}
 		if h.SWA[i] {

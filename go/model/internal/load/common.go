@@ -66,9 +66,15 @@ func (r *Reader) ExpertFF(feedForward, used int) int {
 
 // Start is the model every architecture begins with: its sizes, the token
 // embeddings, output norm and head, after checking that the file has the
-// layers block_count gives (MTP blocks included).
+// layers block_count gives (MTP blocks included), by their attn_norm.
 func (w *Weights) Start(c Common) (*decoder.Model, error) {
-	if err := w.Blocks(c.Layers+c.NextN, "attn_norm.weight"); err != nil {
+	return w.StartProbing(c, "attn_norm.weight")
+}
+
+// StartProbing is Start for an architecture whose every block has the
+// tensor probe rather than attn_norm.weight.
+func (w *Weights) StartProbing(c Common, probe string) (*decoder.Model, error) {
+	if err := w.Blocks(c.Layers+c.NextN, probe); err != nil {
 		return nil, err
 	}
 	m := decoder.New(w.b, w.arch)
