@@ -39,6 +39,12 @@ that llama.cpp (tools/llama-ref) and our Go runner load the same files:
   olmo3          OLMo 3, as llama.cpp's converter writes it (architecture
                  olmo2): olmo2 with GQA, three sliding-window layers in
                  every four (window 16) and YaRN on the global layers
+  mistral3       Mistral 3's text decoder (Ministral 3): llama's blocks
+                 (normal RoPE) with YaRN whose magnitude has its own log
+                 multiplier, and Llama 4's attention temperature by
+                 position (an original context of 16 in the small models,
+                 so that the prompts cross several of its steps); queries
+                 wider than d
 
 Weight matrices (2-D, and the 3-D expert stacks) are in the file's type, the
 MoE routers (ffn_gate_inp) too, which llama.cpp's converter would keep in F32
@@ -358,6 +364,17 @@ NEW_ARCHS = {
         "bench": dict(n_layer=8, d=1024, n_head=16, n_kv=4, hd=64, ffn=2816, swa=512,
                       yarn=dict(factor=8.0, orig_ctx=512, attn_factor=1.2)),
     },
+    # Ministral 3 3B-like: head 128 over d 3072 (here 4 heads of 64 over
+    # d 128), GQA, YaRN x16 with yarn_log_multiplier 1 and the attention
+    # temperature 0.1 (llama_4_scaling_beta); the bench model's head tied
+    # to the embeddings as the 3B's, the small one's its own as the 8B's
+    # and 14B's (tied, its greedy continuation repeats one token).
+    "mistral3": {
+        "small": dict(n_layer=4, d=128, n_head=4, n_kv=2, hd=64, ffn=384,
+                      yarn=dict(factor=16.0, orig_ctx=16, log_mul=1.0, temp=0.1)),
+        "bench": dict(n_layer=8, d=1024, n_head=16, n_kv=4, hd=128, ffn=3072, tied=True,
+                      yarn=dict(factor=16.0, orig_ctx=512, log_mul=1.0, temp=0.1)),
+    },
     "gemma2": {
         "small": dict(n_layer=6, d=128, n_head=4, n_kv=2, hd=64, ffn=384, swa=16, softcap=30.0, attn_softcap=10.0, tied=True),
         "bench": dict(n_layer=8, d=1152, n_head=8, n_kv=4, hd=128, ffn=6912, swa=512, attn_softcap=50.0, tied=True),
@@ -377,7 +394,7 @@ def write_new_model(path: str, arch: str, size: str, tname: str):
     E, ffe, shexp = h.get("n_expert", 0), h.get("ffe", 0), h.get("shexp", 0)
     qwen = arch != "gpt-oss"  # eps 1e-6 (gemma too)
     olmo = arch in ("olmo2", "olmo3")
-    qk_norm = arch not in ("gpt-oss", "gemma2") and not olmo
+    qk_norm = arch not in ("gpt-oss", "gemma2", "mistral3") and not olmo
     gemma = arch in ("gemma2", "gemma3")
 
     # OLMo 3's checkpoints are olmo2 files for llama.cpp.
@@ -396,7 +413,7 @@ def write_new_model(path: str, arch: str, size: str, tname: str):
     w.add_value_length(hd)
     w.add_rope_dimension_count(n_rot)
     w.add_layer_norm_rms_eps(1e-6 if qwen else 1e-5)
-    w.add_rope_freq_base({"qwen3moe": 1e6, "gpt-oss": 150000.0, "gemma3": 1e6, "gemma2": 10000.0, "olmo2": 500000.0,
+    w.add_rope_freq_base({"qwen3moe": 1e6, "gpt-oss": 150000.0, "gemma3": 1e6, "gemma2": 10000.0, "olmo2": 500000.0, "mistral3": 1e6,
                         "olmo3": 500000.0}.get(arch, 1e7))
     if E:
         w.add_expert_count(E)
@@ -417,7 +434,14 @@ def write_new_model(path: str, arch: str, size: str, tname: str):
         w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
         w.add_rope_scaling_factor(y["factor"])
         w.add_rope_scaling_orig_ctx_len(y["orig_ctx"])
-        w.add_rope_scaling_attn_factors(y["attn_factor"])
+        if "attn_factor" in y:
+            w.add_rope_scaling_attn_factors(y["attn_factor"])
+        if "log_mul" in y:
+            w.add_rope_scaling_yarn_log_mul(y["log_mul"])
+            w.add_rope_scaling_yarn_beta_fast(32.0)
+            w.add_rope_scaling_yarn_beta_slow(1.0)
+        if "temp" in y:
+            w.add_attn_temperature_scale(y["temp"])
     if gemma:
         # The pattern (every 6th layer global) and the local RoPE base
         # (10000) are llama.cpp's defaults, as in the real files.
@@ -556,7 +580,11 @@ def write_new_model(path: str, arch: str, size: str, tname: str):
             norm(p + "post_ffw_norm.weight", d)
             continue
         norm(p + "attn_norm.weight", d)
-        if arch == "qwen3moe":
+        if arch == "mistral3":
+            attention(p, False)
+            norm(p + "ffn_norm.weight", d)
+            dense_ffn(p)
+        elif arch == "qwen3moe":
             attention(p, False)
             norm(p + "ffn_norm.weight", d)
             moe(p)
@@ -616,7 +644,8 @@ def write_new_model(path: str, arch: str, size: str, tname: str):
 # The architecture Ollama's converter names in its file for the checkpoint
 # that llama.cpp's converter names arch: gpt-oss is "gptoss", and a
 # Qwen3-Next checkpoint (it has experts) comes out as "qwen35moe".
-OLLAMA_ARCH = {"gpt-oss": "gptoss", "qwen3next": "qwen35moe", "qwen35": "qwen35", "qwen35moe": "qwen35moe", "olmo3": "olmo3"}
+OLLAMA_ARCH = {"gpt-oss": "gptoss", "qwen3next": "qwen35moe", "qwen35": "qwen35", "qwen35moe": "qwen35moe", "olmo3": "olmo3",
+               "mistral3": "mistral3"}
 
 # llama.cpp's MTP (nextn) tensor names and the checkpoint's, which Ollama's
 # converter writes with no more than its usual renames (it binds none).
@@ -667,6 +696,12 @@ def write_ollama_model(path: str, src: str, arch: str, size: str):
               sliding layers as a per-layer bool array (the checkpoint's
               layer_types); no attention.key_length, value_length or
               rope.dimension_count (the head is n_embd/n_head)
+      mistral3
+              YaRN's betas as rope.scaling.beta_fast/beta_slow, its log
+              multiplier as rope.scaling.mscale 1 and mscale_all_dim, the
+              attention temperature as rope.scaling_beta; vocab_size; and
+              the vision tower's tensors (v.*, mm.*; two stand-ins here),
+              which a text decoder does not read
 
     Not reproduced: Ollama's element types (F16 for every matrix, F32
     routers; here each tensor keeps the llama.cpp file's type, so that both
@@ -709,6 +744,13 @@ def write_ollama_model(path: str, src: str, arch: str, size: str):
             kv.pop(k, None)
         kv["tokenizer.ggml.pre"] = ("default", T.STRING, None)
         kv["tokenizer.ggml.eos_token_ids"] = arr([kv["tokenizer.ggml.eos_token_id"][0], n_vocab - 2], T.INT32)
+    elif arch == "mistral3":
+        kv["rope.scaling.beta_fast"] = kv.pop("rope.scaling.yarn_beta_fast")
+        kv["rope.scaling.beta_slow"] = kv.pop("rope.scaling.yarn_beta_slow")
+        kv["rope.scaling.mscale"] = (1.0, T.FLOAT32, None)
+        kv["rope.scaling.mscale_all_dim"] = kv.pop("rope.scaling.yarn_log_multiplier")
+        kv["rope.scaling_beta"] = kv.pop("attention.temperature_scale")
+        kv["vocab_size"] = u32(n_vocab)
     elif arch == "olmo3":
         for k in ("attention.key_length", "attention.value_length", "rope.dimension_count"):
             kv.pop(k, None)
@@ -751,6 +793,12 @@ def write_ollama_model(path: str, src: str, arch: str, size: str):
                             ("mtp.pre_fc_norm_embedding.weight", (d,)), ("mtp.layers.0.attn_norm.weight", (d,))):
             x = rng_for(model, name).standard_normal(shape, dtype=np.float32)
             tensors.append((name, x.astype(np.float16) if len(shape) > 1 else x, None))
+
+    if arch == "mistral3":
+        model = f"{arch}-{size}-ollama"
+        for name, shape in (("v.patch_conv.weight", (32, 3, 4, 4)), ("mm.linear_1.weight", (64, 32))):
+            x = rng_for(model, name).standard_normal(shape, dtype=np.float32)
+            tensors.append((name, x.astype(np.float16), None))
 
     w = gguf.GGUFWriter(path + ".tmp", OLLAMA_ARCH[arch])
     w.kv_data[0].clear()  # the writer's own general.architecture: it is written in order below

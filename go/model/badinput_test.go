@@ -248,7 +248,7 @@ type badCase struct {
 }
 
 // The architectures' small models.
-var badArchs = []string{"qwen2", "qwen3moe", "gpt-oss", "qwen3next", "qwen35", "qwen35moe", "gemma3", "gemma2", "olmo2", "olmo3"}
+var badArchs = []string{"qwen2", "qwen3moe", "gpt-oss", "qwen3next", "qwen35", "qwen35moe", "gemma3", "gemma2", "olmo2", "olmo3", "mistral3"}
 
 func TestBadModels(t *testing.T) {
 	for _, arch := range badArchs {
@@ -399,6 +399,17 @@ func badCases(t *testing.T, m *ggufFile) []badCase {
 				[]string{blk(0, "attn_q.bias")}},
 			{"value bias of type q8_0", func(t *testing.T, m *ggufFile) { m.retype(t, blk(2, "attn_v.bias"), gguf.TensorQ8_0) },
 				[]string{blk(2, "attn_v.bias")}},
+		}...)
+	}
+
+	if a == "mistral3" {
+		cs = append(cs, []badCase{
+			{"temperature over an original context of 0", set("rope.scaling.original_context_length", u32(0)),
+				[]string{k("rope.scaling.original_context_length")}},
+			{"temperature_scale NaN", set("attention.temperature_scale", float32(math.NaN())), []string{k("attention.temperature_scale")}},
+			{"yarn_log_multiplier a string", set("rope.scaling.yarn_log_multiplier", "one"), []string{k("rope.scaling.yarn_log_multiplier")}},
+			{"output bias of the wrong length", func(_ *testing.T, m *ggufFile) { m.add(blk(1, "attn_output.bias"), gguf.TensorF32, 7) },
+				[]string{blk(1, "attn_output.bias")}},
 		}...)
 	}
 

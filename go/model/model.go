@@ -20,6 +20,7 @@ import (
 var constructors = map[string]func(ml.Backend) (*decoder.Model, error){
 	"llama":     func(b ml.Backend) (*decoder.Model, error) { return llama.New(b, llama.Llama) },
 	"qwen2":     func(b ml.Backend) (*decoder.Model, error) { return llama.New(b, llama.Qwen2) },
+	"mistral3":  func(b ml.Backend) (*decoder.Model, error) { return llama.New(b, llama.Mistral3) },
 	"qwen3":     func(b ml.Backend) (*decoder.Model, error) { return llama.New(b, llama.Qwen3) },
 	"qwen3moe":  func(b ml.Backend) (*decoder.Model, error) { return llama.New(b, llama.Qwen3MoE) },
 	"gemma2":    func(b ml.Backend) (*decoder.Model, error) { return gemma.New(b, gemma.Gemma2) },

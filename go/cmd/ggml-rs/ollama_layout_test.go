@@ -7,7 +7,8 @@ package main
 // array whose zeros mark the recurrent layers, 3 rope sections and their
 // aliases, no MTP layers in block_count, no expert_feed_forward_length or
 // rope.scaling.type for gpt-oss; OLMo 3's sliding layers as a bool array,
-// no head sizes) and stray mtp.* tensors.
+// no head sizes; Mistral 3's YaRN and temperature under other names) and
+// stray tensors (mtp.*; Mistral 3's vision tower).
 // scripts/gen-models.py --layout ollama writes those files
 // (<model>-ollama.gguf) from the same tensor bytes as the llama.cpp-layout
 // models, so they are held to the same golden files.
@@ -31,6 +32,7 @@ var ollamaArchs = map[string]string{
 	"qwen35":    "qwen35",
 	"qwen35moe": "qwen35moe",
 	"olmo3":     "olmo3", // llama.cpp's converter: olmo2
+	"mistral3":  "mistral3",
 }
 
 // TestOllamaLayout checks that each Ollama-layout model gives
@@ -128,6 +130,14 @@ func checkOllamaLayout(t *testing.T, b ml.Backend, arch string) {
 		}
 		if c.Value(oarch+".expert_feed_forward_length") != nil || c.Value(oarch+".rope.scaling.type") != nil {
 			problems = append(problems, "keys Ollama does not write")
+		}
+	} else if arch == "mistral3" {
+		if c.Value(oarch+".rope.scaling_beta") == nil || c.Value(oarch+".rope.scaling.mscale_all_dim") == nil ||
+			c.Value(oarch+".attention.temperature_scale") != nil || c.Value(oarch+".rope.scaling.yarn_log_multiplier") != nil {
+			problems = append(problems, "not Ollama's YaRN and temperature keys")
+		}
+		if !has("v.patch_conv.weight") {
+			problems = append(problems, "no vision tower tensors")
 		}
 	} else if arch == "olmo3" {
 		if _, ok := c.Value(oarch + ".attention.sliding_window_pattern").([]bool); !ok {

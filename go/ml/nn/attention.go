@@ -63,7 +63,11 @@ type Attention struct {
 	// SoftCap, when not 0, caps the scaled scores before the mask and the
 	// softmax: SoftCap·tanh(s/SoftCap) (attn_logit_softcapping).
 	SoftCap float32
-	RoPE    RoPE
+	// TempScaled multiplies the queries after RoPE by the batch's
+	// per-token attention temperature (Batch.AttnScale; Llama 4 and
+	// Mistral 3's long-context scaling).
+	TempScaled bool
+	RoPE       RoPE
 	// KeysBeforeValues adds the keys to the graph before the values, as
 	// llama.cpp's attention over a sliding-window cache does (gpt-oss);
 	// its other attention adds the queries, the values, then the keys.
@@ -104,6 +108,12 @@ func (a *Attention) Forward(ctx ml.Context, x ml.Tensor, b *Batch, layer int) ml
 	k = a.RoPE.Apply(ctx, k, b.Positions)
 	if a.QScale != 0 {
 		q = q.Scale(ctx, float64(a.QScale))
+	}
+	if a.TempScaled {
+		if b.AttnScale == nil {
+			panic(fmt.Errorf("nn: attention with temperature scaling in a batch without AttnScale"))
+		}
+		q = q.Mul(ctx, b.AttnScale)
 	}
 	if a.KeysBeforeValues {
 		ctx.Forward(q, k, v)

@@ -76,6 +76,9 @@ type Cache interface {
 type Batch struct {
 	// Positions of the tokens: I32 [n] (or [4n] for multi-section RoPE).
 	Positions ml.Tensor
+	// AttnScale is the per-token attention temperature, F32 [1, 1, n], of
+	// models that scale their queries by position (nil otherwise).
+	AttnScale ml.Tensor
 	// Tokens is n; the tokens are sequence-major, Seqs sequences of
 	// SeqTokens tokens each when the batch is equal (as recurrent layers
 	// need; SeqTokens·Seqs = Tokens), else Seqs is 0.

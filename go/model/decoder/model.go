@@ -13,6 +13,7 @@ package decoder
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 
@@ -79,6 +80,9 @@ type Model struct {
 	// SoftCap, when not 0, caps the logits: SoftCap·tanh(logits/SoftCap)
 	// (final_logit_softcapping).
 	SoftCap float32
+	// AttnTemp, when set, gives each token an attention temperature by
+	// its position (nn.Batch.AttnScale) for the layers that use one.
+	AttnTemp *AttnTemp
 
 	// NextN makes the model a multi-token-prediction (MTP) head: each
 	// token comes with a hidden state of the main model (Input.Hidden),
@@ -171,6 +175,7 @@ type stepGraph struct {
 	n             int  // tokens, every row read
 	rowWise       bool // as RunOptions.RowWise
 	tok, pos, hin ml.Tensor
+	temp          ml.Tensor // the attention temperatures (Model.AttnTemp)
 	out, hid      ml.Tensor // hid: the hidden states, when wanted
 }
 
@@ -402,8 +407,11 @@ func (m *Model) forward(cache *kvcache.Cache, ub *kvcache.Ubatch, rows []int32, 
 	in := ctx.Input()
 	tok := in.FromInts(ub.Tokens, n)
 	pos := m.positions(in, cache.Positions())
-	var hinT ml.Tensor
-	b := &nn.Batch{Positions: pos, Tokens: n, Cache: cache}
+	var hinT, temp ml.Tensor
+	if m.AttnTemp != nil {
+		temp = in.FromFloats(m.AttnTemp.Scales(cache.Positions()), 1, 1, n)
+	}
+	b := &nn.Batch{Positions: pos, AttnScale: temp, Tokens: n, Cache: cache}
 	if ub.Equal {
 		b.Seqs, b.SeqTokens = len(ub.Seqs), ub.SeqTokens
 	} else {
@@ -469,7 +477,7 @@ func (m *Model) forward(cache *kvcache.Cache, ub *kvcache.Ubatch, rows []int32, 
 	if reusable {
 		m.dropGraph()
 		m.last = &stepGraph{ctx: ctx, cache: cache, window: window, n: n, rowWise: ub.RowWise,
-			tok: tok, pos: pos, hin: hinT, out: out, hid: hid}
+			tok: tok, pos: pos, temp: temp, hin: hinT, out: out, hid: hid}
 		keep = true
 	}
 	return logits, hidden, nil
@@ -493,6 +501,9 @@ func (m *Model) reuse(cache *kvcache.Cache, ub *kvcache.Ubatch, hin []float32, w
 	}()
 	g.tok.FromInts(ub.Tokens)
 	g.pos.FromInts(m.positionData(cache.Positions()))
+	if g.temp != nil {
+		g.temp.FromFloats(m.AttnTemp.Scales(cache.Positions()))
+	}
 	if g.hin != nil {
 		g.hin.FromFloats(hin)
 	}
@@ -507,6 +518,25 @@ func (m *Model) reuse(cache *kvcache.Cache, ub *kvcache.Ubatch, hin []float32, w
 		hidden = splitRows(g.hid.Floats(), m.Hidden, ub.Len())
 	}
 	return logits, hidden, true, nil
+}
+
+// AttnTemp is llama.cpp's attention temperature by position (Llama 4,
+// Mistral 3): token p's queries are multiplied by
+// ln(⌊(p + Offset)/Floor⌋ + 1)·Scale + 1.
+type AttnTemp struct {
+	Scale, Offset float32
+	Floor         int
+}
+
+// Scales are the temperatures of positions pos, computed as llama.cpp
+// does (float32 position and quotient, the logarithm in float64).
+func (t *AttnTemp) Scales(pos []int32) []float32 {
+	out := make([]float32, len(pos))
+	for i, p := range pos {
+		q := float32(float32(p)+t.Offset) / float32(t.Floor)
+		out[i] = float32(float64(math.Log(math.Floor(float64(q))+1)*float64(t.Scale)) + 1)
+	}
+	return out
 }
 
 // positions makes the positions input: one row, or for multi-section

@@ -3,8 +3,11 @@
 // mode), a SwiGLU feed-forward, and a tied or separate output head. The
 // same code runs "qwen2" (Qwen2/Qwen2.5: biases on the query, key and
 // value projections, NeoX RoPE), "qwen3" (per-head RMS norm of queries and
-// keys, NeoX RoPE) and "qwen3moe" (qwen3 with a mixture-of-experts
-// feed-forward) through Variant; package qwen3 wraps two of them. The graph is package decoder's,
+// keys, NeoX RoPE), "qwen3moe" (qwen3 with a mixture-of-experts
+// feed-forward) and "mistral3" (Mistral 3's text decoder: YaRN with its own
+// magnitude, llama.cpp's yarn_log_multiplier, and Llama 4's attention
+// temperature by position) through Variant; package qwen3 wraps two of
+// them. The graph is package decoder's,
 // the blocks ml/nn's.
 //
 // Hyperparameters and tensor names are llama.cpp's GGUF conventions.
@@ -29,6 +32,9 @@ type Variant struct {
 	NeoX    bool   // NeoX RoPE (rotate halves) instead of adjacent pairs
 	MoE     bool   // a mixture-of-experts feed-forward (qwen3moe)
 	QKVBias bool   // attn_q/k/v.bias (qwen2)
+	// Mistral3: YaRN (its log multiplier), the attention temperature, an
+	// optional output-projection bias.
+	Mistral3 bool
 }
 
 // The supported variants.
@@ -37,6 +43,7 @@ var (
 	Qwen2    = Variant{Arch: "qwen2", NeoX: true, QKVBias: true}
 	Qwen3    = Variant{Arch: "qwen3", QKNorm: true, NeoX: true}
 	Qwen3MoE = Variant{Arch: "qwen3moe", QKNorm: true, NeoX: true, MoE: true}
+	Mistral3 = Variant{Arch: "mistral3", Mistral3: true}
 )
 
 // Hyper are the model's hyperparameters: the common ones and llama's.
@@ -48,6 +55,9 @@ type Hyper struct {
 	// length, and whether the kept weights are normalised to sum 1.
 	Experts, ExpertsUsed, ExpertFF int
 	NormTopK                       bool
+	// Mistral 3: YaRN, and the attention temperature (nil: none).
+	Yarn     load.Yarn
+	AttnTemp *decoder.AttnTemp
 }
 
 // ReadHyper reads the hyperparameters of variant v from the metadata.
@@ -66,7 +76,39 @@ func ReadHyper(c fs.Config, v Variant) (Hyper, error) {
 	} else {
 		r.Positive("feed_forward_length", h.FeedForward)
 	}
+	if v.Mistral3 {
+		readMistral3(r, &h)
+	}
 	return h, r.Err()
+}
+
+// readMistral3 reads Mistral 3's YaRN and attention temperature, by
+// llama.cpp's keys or, where they differ, Ollama's converter's.
+func readMistral3(r *load.Reader, h *Hyper) {
+	h.Yarn = r.Yarn(h.Context)
+	if h.Yarn.On {
+		// llama.cpp: yarn_log_multiplier (the checkpoint's mscale_all_dim);
+		// Ollama's converter writes mscale and mscale_all_dim, and its
+		// model takes 1/(1 + 0.1·ln f) when both are set: llama.cpp's
+		// factor for mscale_all_dim 1 (its mscale is 1).
+		logMul := r.Float("rope.scaling.yarn_log_multiplier", 0)
+		if logMul == 0 && r.Float("rope.scaling.mscale", 0) != 0 {
+			logMul = r.Float("rope.scaling.mscale_all_dim", 0)
+		}
+		h.Yarn = h.Yarn.WithLogMul(1/h.RopeScale, logMul)
+	}
+	// llama.cpp: attention.temperature_scale; Ollama's converter:
+	// rope.scaling_beta (the checkpoint's llama_4_scaling_beta). The
+	// positions' floor is the original context length.
+	scale := r.Float("attention.temperature_scale", r.Float("rope.scaling_beta", 0))
+	if scale != 0 {
+		floor := r.Int("rope.scaling.original_context_length", h.Context)
+		if floor <= 0 {
+			r.Fail("%s = %d must be positive for the attention temperature", r.Key("rope.scaling.original_context_length"), floor)
+			return
+		}
+		h.AttnTemp = &decoder.AttnTemp{Scale: scale, Floor: floor}
+	}
 }
 
 // New reads variant v's hyperparameters and weights from a backend opened
@@ -82,10 +124,12 @@ func New(b ml.Backend, v Variant) (*decoder.Model, error) {
 		return nil, err
 	}
 	d, hd := h.Hidden, h.HeadDim
+	m.AttnTemp = h.AttnTemp
 	var ropeOpts []func(*rope.Options)
 	if v.NeoX {
 		ropeOpts = append(ropeOpts, rope.WithTypeNeoX())
 	}
+	ropeOpts = append(ropeOpts, h.Yarn.Options()...)
 	for i := 0; i < h.Layers; i++ {
 		p := load.Layer(i)
 		// Llama 3.1's frequency factors (rope_freqs.weight, one per rotated
@@ -102,6 +146,10 @@ func New(b ml.Backend, v Variant) (*decoder.Model, error) {
 		}
 		if v.QKVBias {
 			w.QKVBias(p, a)
+		}
+		if v.Mistral3 {
+			a.TempScaled = h.AttnTemp != nil
+			a.Output.Bias = w.OptAs(load.F32, p+"attn_output.bias", d)
 		}
 		var ffn decoder.FFN
 		if !v.MoE {
