@@ -331,6 +331,19 @@ $(LLAMA_REF): $(LLAMA_STAMP) tools/llama-ref/CMakeLists.txt tools/llama-ref/main
 
 llama-ref: $(LLAMA_REF)
 
+# ik_llama.cpp (the CPU-tuned fork of llama.cpp) as a speed anchor (issue 27):
+# its libllama from the slm_ikllama_sys crate's sources (fetched by cargo)
+# with our driver tools/ik-ref, built into .cache/ik-build by
+# scripts/build-ik-ref.sh (keyed by its inputs; the first build takes
+# 15-30 minutes on 2 cores). Not part of `make test`; `make bench` adds its
+# columns when it is built.
+IK_REF := .cache/ik-build/ik-ref
+.PHONY: ik-ref
+$(IK_REF): scripts/build-ik-ref.sh tools/ik-ref/CMakeLists.txt tools/ik-ref/main.cpp | deps
+	scripts/build-ik-ref.sh
+
+ik-ref: $(IK_REF)
+
 # The reference built with ggml's Vulkan backend, for the Vulkan golden
 # files (make test does not build it).
 LLAMA_REF_VK := .cache/llama-build-vulkan/llama-ref
@@ -453,7 +466,7 @@ $(sort $(BENCH_MODELS) $(SPEC_MODELS) $(SERVE_MODELS)): | $(PY_STAMP)
 # prompt processing and generation, then speculative decoding.
 bench: $(LLAMA_REF) $(BENCH_MODELS) $(SPEC_MODELS)
 	$(MAKE) runner || echo "bench: the runner did not build; the reference alone"
-	python3 scripts/bench.py $(BENCH_ARGS) -t $(BENCH_THREADS) $(BENCH_MODELS)
+	python3 scripts/bench.py $(BENCH_ARGS) -t $(BENCH_THREADS) $(if $(wildcard $(IK_REF)),--ik $(IK_REF)) $(BENCH_MODELS)
 	python3 scripts/bench-spec.py $(SPEC_ARGS) -t $(BENCH_THREADS) $(SPEC_MODELS)
 	python3 scripts/bench-quant.py $(QUANT_ARGS) -t $(BENCH_THREADS) $(BENCH_MODELS)
 

@@ -7,6 +7,12 @@ repetitions and threads, alternating the two programs round by round so that
 drift of the machine hits both, and prints tokens/s of each and the ratio
 ours/llama.cpp for prompt processing (pp) and generation (tg).
 
+With --ik PATH (tools/ik-ref, `make ik-ref`: ik_llama.cpp, the CPU-tuned fork
+of llama.cpp, as an anchor), each round also runs `ik-ref bench` and
+`ik-ref bench -rtr` (run-time repacked weights), and the table gets the
+columns ik, ik rtr and ours/ik (ours over the better of the two). A model ik
+cannot run shows "-" there, with the reason after the table.
+
 The CLI contract both programs follow:
   PROG bench -p 512 -n 128 -r 3 -t N -json MODEL
     -> JSON {"pp": {"n", "tps", "sd"}, "tg": {"n", "tps", "sd"}, ...}
@@ -14,7 +20,7 @@ The CLI contract both programs follow:
     from an empty cache; the KV cache cleared before each repetition)
 
 Standard library only. Usage: bench.py [-p 512] [-n 128] [-r 3] [-t N]
-[--rounds 1] [--ref PATH] [--ours PATH] MODEL...
+[--rounds 1] [--ref PATH] [--ours PATH] [--ik PATH] MODEL...
 """
 import argparse
 import json
@@ -26,12 +32,26 @@ import sys
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 
-def run(prog, a, model, ours=False):
+def ik_failure(text):
+    """The telling line of a failed ik-ref run (an assertion or load error
+    comes before ggml's backtrace noise)."""
+    lines = text.strip().splitlines()
+    for marker in ("GGML_ASSERT", "ik-ref:", "error"):
+        for line in lines:
+            if marker in line:
+                return line.strip()
+    return lines[-1] if lines else "no output"
+
+
+def run(prog, a, model, ours=False, extra=(), ik=False):
     # ggml-rs bench takes -threads and prints llama-bench's markdown table
-    # (| ... | test | t/s |, "mean ± sd"); llama-ref takes -t and -json.
+    # (| ... | test | t/s |, "mean ± sd"); llama-ref and ik-ref take -t and
+    # -json (ik-ref also -rtr, in extra).
     args = [prog, "bench", "-p", str(a.p), "-n", str(a.n), "-r", str(a.r)]
-    args += ["-threads", str(a.t), model] if ours else ["-t", str(a.t), "-json", model]
+    args += ["-threads", str(a.t), model] if ours else ["-t", str(a.t), "-json", *extra, model]
     p = subprocess.run(args, capture_output=True, text=True, timeout=a.timeout)
+    if p.returncode != 0 and ik:
+        raise RuntimeError(f"exit {p.returncode}: {ik_failure(p.stderr + p.stdout)}")
     if p.returncode != 0:
         raise RuntimeError((p.stderr or p.stdout).strip().splitlines()[-1] if (p.stderr or p.stdout).strip() else f"exit {p.returncode}")
     if not ours:
@@ -69,16 +89,23 @@ def main():
     ap.add_argument("--timeout", type=float, default=600, help="seconds per bench run")
     ap.add_argument("--ref", default=os.path.join(ROOT, ".cache/llama-build/llama-ref"))
     ap.add_argument("--ours", default=os.path.join(ROOT, "go/bin/ggml-rs"))
+    ap.add_argument("--ik", help="ik-ref (make ik-ref): add ik_llama.cpp's columns")
     a = ap.parse_args()
 
     ours_note = None
     if not os.access(a.ours, os.X_OK):
         ours_note = f"{os.path.relpath(a.ours, ROOT)} is not built"
     print(f"bench: pp{a.p} and tg{a.n}, {a.r} repetitions after a warm-up, {a.rounds} round(s), {a.t} threads; tokens/s mean ± sd")
-    print(f"| {'model':<20} | {'test':>6} | {'ggml-rs':>17} | {'llama.cpp':>17} | {'ratio':>6} |")
-    print(f"|{'-' * 22}|{'-' * 8}|{'-' * 19}|{'-' * 19}|{'-' * 8}|")
+    ik_head = ik_rule = ""
+    if a.ik:
+        ik_head = f" {'ik':>17} | {'ik rtr':>17} | {'ours/ik':>7} |"
+        ik_rule = f"{'-' * 19}|{'-' * 19}|{'-' * 9}|"
+    print(f"| {'model':<20} | {'test':>6} | {'ggml-rs':>17} | {'llama.cpp':>17} | {'ratio':>6} |{ik_head}")
+    print(f"|{'-' * 22}|{'-' * 8}|{'-' * 19}|{'-' * 19}|{'-' * 8}|{ik_rule}")
+    ik_notes = []
     for model in a.models:
-        ours, ref = [], []
+        ours, ref, ik, ikr = [], [], [], []
+        ik_ok = ikr_ok = bool(a.ik)
         for _ in range(a.rounds):
             if ours_note is None:
                 try:
@@ -86,6 +113,18 @@ def main():
                 except (RuntimeError, ValueError, subprocess.TimeoutExpired) as e:
                     ours_note = f"ggml-rs bench failed: {e}"
             ref.append(run(a.ref, a, model))
+            if ik_ok:
+                try:
+                    ik.append(run(a.ik, a, model, ik=True))
+                except (RuntimeError, ValueError, subprocess.TimeoutExpired) as e:
+                    ik_notes.append(f"{os.path.basename(model)}: {e}")
+                    ik_ok = False
+            if ikr_ok:
+                try:
+                    ikr.append(run(a.ik, a, model, extra=("-rtr",), ik=True))
+                except (RuntimeError, ValueError, subprocess.TimeoutExpired) as e:
+                    ik_notes.append(f"{os.path.basename(model)} with -rtr: {e}")
+                    ikr_ok = False
         name = os.path.basename(model).removesuffix(".gguf")
         for key, n in (("pp", a.p), ("tg", a.n)):
             r = pool(ref, key)
@@ -95,9 +134,20 @@ def main():
             rs = f"{r[0]:8.2f} ± {r[1]:6.2f}"
             os_ = f"{o[0]:8.2f} ± {o[1]:6.2f}" if o else f"{'-':>17}"
             ratio = f"{o[0] / r[0]:6.2f}" if o else f"{'-':>6}"
-            print(f"| {name:<20} | {key + str(n):>6} | {os_} | {rs} | {ratio} |", flush=True)
+            cols = ""
+            if a.ik:
+                k = pool(ik, key) if ik_ok else None
+                kr = pool(ikr, key) if ikr_ok else None
+                ks = f"{k[0]:8.2f} ± {k[1]:6.2f}" if k else f"{'-':>17}"
+                krs = f"{kr[0]:8.2f} ± {kr[1]:6.2f}" if kr else f"{'-':>17}"
+                best = max((x[0] for x in (k, kr) if x), default=None)
+                kratio = f"{o[0] / best:7.2f}" if o and best else f"{'-':>7}"
+                cols = f" {ks} | {krs} | {kratio} |"
+            print(f"| {name:<20} | {key + str(n):>6} | {os_} | {rs} | {ratio} |{cols}", flush=True)
     if ours_note:
         print(f"bench: ours not measured: {ours_note}; the reference alone is shown")
+    for note in ik_notes:
+        print(f"bench: ik_llama.cpp not measured on {note}")
     return 0
 
 
