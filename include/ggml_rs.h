@@ -565,10 +565,19 @@ void ggml_rs_ctx_free(struct ggml_rs_context *c);
 size_t ggml_rs_ctx_max_graph_nodes(const struct ggml_rs_context *c);
 
 /**
- * Stores a batch-size hint for later computes of this handle (kept for
- * API parity with Ollama; upstream ggml decides offload per op).
+ * Stores a batch-size hint for later computes of this handle (Ollama's
+ * API; upstream ggml decides offload per op): below 32 tokens, the norms
+ * of `ggml_rs_ctx_set_norm_layer` are pinned to their layers' devices.
  */
 void ggml_rs_ctx_set_batch_size(struct ggml_rs_context *c, int32_t n);
+
+/**
+ * The layer whose ops the handle builds next (`layer` < 0: none, e.g. the
+ * output head): its RMS and layer norms with a weight then run on that
+ * layer's device when the batch hint is below 32 tokens or every layer is
+ * offloaded, as llama.cpp pins its layers' norms.
+ */
+void ggml_rs_ctx_set_norm_layer(struct ggml_rs_context *c, int64_t layer);
 
 /**
  * Row-wise mode for the handle's whole family (its root and siblings):

@@ -284,6 +284,13 @@ type ScaledDotProductAttention interface {
 	ScaledDotProductAttention(ctx Context, key, value, mask, sinks Tensor, vmla Tensor, scale float64, cacheConfigApplied bool) Tensor
 }
 
+// NormLayers is a Context that can pin the norms of a layer to the
+// layer's device (llama.cpp's rule for its layers' "norm" nodes): a model
+// says which layer it builds, -1 after the last. Not part of Ollama's API.
+type NormLayers interface {
+	SetNormLayer(layer int)
+}
+
 // SoftCappedAttention is ScaledDotProductAttention with the scores
 // soft-capped before the mask: softcap·tanh(scale·q·k / softcap) (Gemma 2's
 // attention logit soft-capping; flash attention's logit_softcap). Not part

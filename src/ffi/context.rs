@@ -78,12 +78,24 @@ pub extern "C" fn ggml_rs_ctx_max_graph_nodes(c: *const ggml_rs_context) -> usiz
     unsafe { c.as_ref() }.map(|h| h.ctx.max_graph_nodes()).unwrap_or(0)
 }
 
-/// Stores a batch-size hint for later computes of this handle (kept for
-/// API parity with Ollama; upstream ggml decides offload per op).
+/// Stores a batch-size hint for later computes of this handle (Ollama's
+/// API; upstream ggml decides offload per op): below 32 tokens, the norms
+/// of `ggml_rs_ctx_set_norm_layer` are pinned to their layers' devices.
 #[no_mangle]
 pub extern "C" fn ggml_rs_ctx_set_batch_size(c: *mut ggml_rs_context, n: i32) {
     if let Some(h) = unsafe { c.as_mut() } {
         h.ctx.set_batch_size(n);
+    }
+}
+
+/// The layer whose ops the handle builds next (`layer` < 0: none, e.g. the
+/// output head): its RMS and layer norms with a weight then run on that
+/// layer's device when the batch hint is below 32 tokens or every layer is
+/// offloaded, as llama.cpp pins its layers' norms.
+#[no_mangle]
+pub extern "C" fn ggml_rs_ctx_set_norm_layer(c: *mut ggml_rs_context, layer: i64) {
+    if let Some(h) = unsafe { c.as_mut() } {
+        h.ctx.set_norm_layer(usize::try_from(layer).ok());
     }
 }
 

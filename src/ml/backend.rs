@@ -119,6 +119,23 @@ impl BackendInner {
         }
     }
 
+    /// The backend that runs layer `l` (its registry device's, the CPU's
+    /// when the layer has none).
+    pub fn layer_backend(&self, l: usize) -> sys::ggml_backend_t {
+        if let Some(Some(dev)) = self.layer_devices.get(l) {
+            if let Some(d) = self.devices.iter().find(|d| d.info.index == *dev) {
+                return d.backend;
+            }
+        }
+        self.devices[self.cpu_index].backend
+    }
+
+    /// Whether every layer, the output layer included, runs off the CPU
+    /// (llama.cpp's full offload).
+    pub fn full_offload(&self) -> bool {
+        !self.layer_devices.is_empty() && self.layer_devices.iter().all(|d| d.is_some())
+    }
+
     /// The device backends, in scheduler order.
     pub fn backends(&self) -> impl Iterator<Item = sys::ggml_backend_t> + '_ {
         self.devices.iter().map(|d| d.backend)
@@ -163,6 +180,9 @@ unsafe impl Sync for BackendInner {}
 
 impl Drop for BackendInner {
     fn drop(&mut self) {
+        if super::profile::enabled() {
+            super::profile::report();
+        }
         unsafe {
             if !self.sched.is_null() {
                 sys::ggml_backend_sched_free(self.sched);
@@ -393,6 +413,8 @@ impl Backend {
         }
         if super::trace::enabled() {
             unsafe { sys::ggml_backend_sched_set_eval_callback(inner.sched, Some(super::trace::callback), std::ptr::null_mut()) };
+        } else if super::profile::enabled() {
+            unsafe { sys::ggml_backend_sched_set_eval_callback(inner.sched, Some(super::profile::callback), std::ptr::null_mut()) };
         }
         Ok(Backend { inner: Arc::new(inner) })
     }

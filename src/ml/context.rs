@@ -131,6 +131,10 @@ pub struct Context {
     graph: Option<Graph>,
     batch_size: i32,
     first_error: Option<Error>,
+    /// The layer whose weighted norms are being built (`set_norm_layer`).
+    norm_layer: Option<usize>,
+    /// Weighted norms and their layers: pinned to the layer's device.
+    pins: Vec<(usize, usize)>,
 }
 
 unsafe impl Send for Context {}
@@ -169,11 +173,13 @@ impl Context {
             graph: None,
             batch_size: -1,
             first_error: None,
+            norm_layer: None,
+            pins: Vec::new(),
         })
     }
 
     fn sibling(&self, placement: Placement) -> Context {
-        Context { shared: self.shared.clone(), placement, graph: None, batch_size: -1, first_error: None }
+        Context { shared: self.shared.clone(), placement, graph: None, batch_size: -1, first_error: None, norm_layer: None, pins: Vec::new() }
     }
 
     /// A sibling whose data tensors live in CPU host memory.
@@ -209,12 +215,53 @@ impl Context {
     }
     pub fn set_batch_size(&mut self, n: i32) {
         // Upstream ggml has no scheduler batch hint; its per-op offload rule
-        // (batch ≥ 32) already does what Ollama's hint was for. Kept as state
-        // so callers can read it back and for future use.
+        // (batch ≥ 32) already does what Ollama's hint was for. It decides
+        // whether norms are pinned (`set_norm_layer`).
         self.batch_size = n;
     }
     pub fn batch_size(&self) -> i32 {
         self.batch_size
+    }
+
+    /// The layer whose ops are being built (None: none, e.g. the output
+    /// head). The RMS and layer norms with a weight built meanwhile run on
+    /// that layer's device when the batch has fewer than 32 tokens or every
+    /// layer is offloaded, as llama.cpp pins its layers' "norm" nodes:
+    /// ggml's scheduler would otherwise place a norm by its neighbours,
+    /// where a layer meets the next device, and compute it elsewhere than
+    /// llama.cpp does.
+    pub fn set_norm_layer(&mut self, layer: Option<usize>) {
+        self.norm_layer = layer;
+    }
+
+    /// Records the norm `t` of the current norm layer (see
+    /// `set_norm_layer`).
+    pub(crate) fn pin_norm(&mut self, t: Tensor) {
+        if let Some(l) = self.norm_layer {
+            self.pins.push((t.as_ptr() as usize, l));
+        }
+    }
+
+    /// Assigns the pinned norms of this graph to their layers' backends
+    /// (after the scheduler's reset, before it splits the graph).
+    fn apply_pins(&self, inner: &super::backend::BackendInner) {
+        let Some(g) = self.graph.as_ref() else { return };
+        if self.pins.is_empty() || inner.devices.len() < 2 || !((0..32).contains(&self.batch_size) || inner.full_offload()) {
+            return;
+        }
+        for &(t, l) in &self.pins {
+            if !g.members.contains(&t) {
+                continue;
+            }
+            let backend = inner.layer_backend(l);
+            let node = t as *mut sys::ggml_tensor;
+            // SAFETY: a member of this graph, alive with the family.
+            unsafe {
+                if sys::ggml_backend_supports_op(backend, node) {
+                    sys::ggml_backend_sched_set_tensor_backend(inner.sched, node, backend);
+                }
+            }
+        }
     }
     /// Row-wise mode, for the whole family: `mul_mat` of a 2-D `b` with
     /// several rows is then built with the rows as a batch dimension, so
@@ -713,14 +760,17 @@ impl Context {
         unsafe {
             if !again {
                 sys::ggml_backend_sched_reset(inner.sched);
+                self.apply_pins(&inner);
                 if replan {
                     if !sys::ggml_backend_sched_reserve(inner.sched, graph) {
                         super::rpc::check_graph(inner.sched, inner.backends(), graph, "compute")?;
                         return Err(Error::oom("compute: failed to allocate the compute buffers for this graph"));
                     }
                     // The reserve split the graph: undo its source rewrites
-                    // before the allocation splits it again.
+                    // before the allocation splits it again. It also reset
+                    // the scheduler's assignments.
                     self.restore_sources();
+                    self.apply_pins(&inner);
                 }
                 if !sys::ggml_backend_sched_alloc_graph(inner.sched, graph) {
                     super::rpc::check_graph(inner.sched, inner.backends(), graph, "compute")?;
@@ -781,6 +831,8 @@ impl Context {
         let graph = self.graph.as_ref().unwrap().graph;
         let mut sizes = vec![0usize; n];
         unsafe {
+            // (reserve_size resets the scheduler itself: the pinned norms
+            // are not assigned in this measure.)
             sys::ggml_backend_sched_reset(inner.sched);
             sys::ggml_backend_sched_reserve_size(inner.sched, graph, sizes.as_mut_ptr());
         }
@@ -789,6 +841,7 @@ impl Context {
         }
         if inner.alloc_memory {
             unsafe {
+                self.apply_pins(&inner);
                 if !sys::ggml_backend_sched_reserve(inner.sched, graph) {
                     super::rpc::check_graph(inner.sched, inner.backends(), graph, "reserve")?;
                     return Err(Error::oom(format!(

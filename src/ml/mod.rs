@@ -25,6 +25,7 @@ pub mod rpc;
 pub mod rpc_server;
 pub mod tensor;
 pub mod threads;
+mod profile;
 mod trace;
 
 pub use backend::{Backend, BackendParams, FlashAttention};

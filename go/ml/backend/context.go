@@ -143,6 +143,15 @@ func (c *Context) SetBatchSize(n int) {
 	C.ggml_rs_ctx_set_batch_size(c.c, C.int32_t(n))
 }
 
+// SetNormLayer says which layer the ops built next belong to (-1: none):
+// its norms with a weight then run on that layer's device for batches of
+// fewer than 32 tokens (SetBatchSize) or when every layer is offloaded, as
+// llama.cpp pins its layers' norms (ml.NormLayers).
+func (c *Context) SetNormLayer(layer int) {
+	use(c, "SetNormLayer")
+	C.ggml_rs_ctx_set_norm_layer(c.c, C.int64_t(layer))
+}
+
 // SetRowWise implements ml.RowWise.
 func (c *Context) SetRowWise(on bool) {
 	use(c, "SetRowWise")

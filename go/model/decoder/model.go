@@ -433,7 +433,11 @@ func (m *Model) forward(cache *kvcache.Cache, ub *kvcache.Ubatch, rows []int32, 
 		x = m.NextN.EHProj.Mulmat(ctx, x)
 	}
 	var hid ml.Tensor
+	pin, _ := ctx.(ml.NormLayers)
 	for i, bl := range m.Blocks {
+		if pin != nil {
+			pin.SetNormLayer(i)
+		}
 		h := bl.Mixer.Forward(ctx, norm(ctx, x, bl.AttnNorm, m.Eps), b, i)
 		if keepRows != nil && i == len(m.Blocks)-1 {
 			if wantHidden {
@@ -450,6 +454,9 @@ func (m *Model) forward(cache *kvcache.Cache, ub *kvcache.Ubatch, rows []int32, 
 		}
 		x = x.Add(ctx, norm(ctx, h, bl.AttnPostNorm, m.Eps))
 		x = bl.ffn(ctx, x, m.Eps)
+	}
+	if pin != nil {
+		pin.SetNormLayer(-1)
 	}
 	x = x.RMSNorm(ctx, m.OutNorm, m.Eps)
 	if wantHidden && hid == nil {

@@ -61,6 +61,7 @@ impl Context {
         let ctx = self.room(OP, 1 + weight.is_some() as usize)?;
         let mut t = self.made(OP, unsafe { sys::ggml_rms_norm(ctx, a.as_ptr(), eps) })?;
         if let Some(w) = weight {
+            self.pin_norm(t);
             t = self.made(OP, unsafe { sys::ggml_mul(ctx, t.as_ptr(), w.as_ptr()) })?;
         }
         Ok(t)
@@ -83,6 +84,7 @@ impl Context {
         let ctx = self.room(OP, 1 + weight.is_some() as usize + bias.is_some() as usize)?;
         let mut t = self.made(OP, unsafe { sys::ggml_norm(ctx, a.as_ptr(), eps) })?;
         if let Some(w) = weight {
+            self.pin_norm(t);
             t = self.made(OP, unsafe { sys::ggml_mul(ctx, t.as_ptr(), w.as_ptr()) })?;
         }
         if let Some(b) = bias {
