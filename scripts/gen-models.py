@@ -39,6 +39,11 @@ that llama.cpp (tools/llama-ref) and our Go runner load the same files:
   olmo3          OLMo 3, as llama.cpp's converter writes it (architecture
                  olmo2): olmo2 with GQA, three sliding-window layers in
                  every four (window 16) and YaRN on the global layers
+  lfm2           LFM2: short-convolution layers (in_proj to b, c, x; c *
+                 conv(b * x), 3 taps over the carried state; out_proj)
+                 between attention layers (per-head q/k norms, NeoX RoPE),
+                 which a per-layer head_count_kv of 0 marks; the output norm
+                 named token_embd_norm as llama.cpp's converter writes it
   mistral3       Mistral 3's text decoder (Ministral 3): llama's blocks
                  (normal RoPE) with YaRN whose magnitude has its own log
                  multiplier, and Llama 4's attention temperature by
@@ -146,6 +151,8 @@ def gemma_vocab(n: int):
     letters = "etaoinshrdlcumwfgypbvkjxqz"
     pieces = ["\u2581" + c for c in letters] + list(letters) + ["\u2581"]
     pieces += ["\u2581" + a + b for a in letters for b in letters]
+    # (three-letter pieces only reach the bench models' 8192 tokens)
+    pieces += ["\u2581" + a + b + c for a in letters for b in letters for c in letters]
     for p in pieces:
         if len(toks) >= n:
             break
@@ -375,6 +382,15 @@ NEW_ARCHS = {
         "bench": dict(n_layer=8, d=1024, n_head=16, n_kv=4, hd=128, ffn=3072, tied=True,
                       yarn=dict(factor=16.0, orig_ctx=512, log_mul=1.0, temp=0.1)),
     },
+    # LFM2-350M-like: attention on layers 2 and 5 of 6 (there 6 of 16),
+    # the others short convolutions of 3 taps; GQA. The bench model's head
+    # tied as the real ones; the small one's its own (tied, its greedy
+    # continuation repeats one token).
+    "lfm2": {
+        "small": dict(n_layer=6, d=128, n_head=4, n_kv=2, hd=32, ffn=384, attn_layers=(2, 5), l_cache=3),
+        "bench": dict(n_layer=8, d=1024, n_head=16, n_kv=8, hd=64, ffn=4608, attn_layers=(2, 5, 7), l_cache=3,
+                      tied=True),
+    },
     "gemma2": {
         "small": dict(n_layer=6, d=128, n_head=4, n_kv=2, hd=64, ffn=384, swa=16, softcap=30.0, attn_softcap=10.0, tied=True),
         "bench": dict(n_layer=8, d=1152, n_head=8, n_kv=4, hd=128, ffn=6912, swa=512, attn_softcap=50.0, tied=True),
@@ -394,7 +410,7 @@ def write_new_model(path: str, arch: str, size: str, tname: str):
     E, ffe, shexp = h.get("n_expert", 0), h.get("ffe", 0), h.get("shexp", 0)
     qwen = arch != "gpt-oss"  # eps 1e-6 (gemma too)
     olmo = arch in ("olmo2", "olmo3")
-    qk_norm = arch not in ("gpt-oss", "gemma2", "mistral3") and not olmo
+    qk_norm = arch not in ("gpt-oss", "gemma2", "mistral3") and not olmo  # lfm2: its attention layers'
     gemma = arch in ("gemma2", "gemma3")
 
     # OLMo 3's checkpoints are olmo2 files for llama.cpp.
@@ -408,12 +424,17 @@ def write_new_model(path: str, arch: str, size: str, tname: str):
     # intermediate_size); the experts' own length is expert_feed_forward_length.
     w.add_feed_forward_length(h["ffn"] if "ffn" in h else (ffe if arch == "gpt-oss" else ffe * h["n_used"]))
     w.add_head_count(nh)
-    w.add_head_count_kv(nkv)
+    if "attn_layers" in h:
+        # Per layer; 0 marks a short-convolution layer (LFM2).
+        w.add_head_count_kv([nkv if i in h["attn_layers"] else 0 for i in range(L)])
+        w.add_shortconv_l_cache(h["l_cache"])
+    else:
+        w.add_head_count_kv(nkv)
     w.add_key_length(hd)
     w.add_value_length(hd)
     w.add_rope_dimension_count(n_rot)
     w.add_layer_norm_rms_eps(1e-6 if qwen else 1e-5)
-    w.add_rope_freq_base({"qwen3moe": 1e6, "gpt-oss": 150000.0, "gemma3": 1e6, "gemma2": 10000.0, "olmo2": 500000.0, "mistral3": 1e6,
+    w.add_rope_freq_base({"qwen3moe": 1e6, "gpt-oss": 150000.0, "gemma3": 1e6, "gemma2": 10000.0, "olmo2": 500000.0, "mistral3": 1e6, "lfm2": 1e6,
                         "olmo3": 500000.0}.get(arch, 1e7))
     if E:
         w.add_expert_count(E)
@@ -584,6 +605,17 @@ def write_new_model(path: str, arch: str, size: str, tname: str):
             attention(p, False)
             norm(p + "ffn_norm.weight", d)
             dense_ffn(p)
+        elif arch == "lfm2":
+            if i in h["attn_layers"]:
+                attention(p, False)
+            else:
+                # The kernel's 3 taps with sd 0.5 keep the variance; b*x
+                # (two projections of sd 1) too.
+                mat(p + "shortconv.in_proj.weight", (3 * d, d), d ** -0.5)
+                f32(p + "shortconv.conv.weight", (d, h["l_cache"]), 0.5)
+                mat(p + "shortconv.out_proj.weight", (d, d), d ** -0.5)
+            norm(p + "ffn_norm.weight", d)
+            dense_ffn(p)
         elif arch == "qwen3moe":
             attention(p, False)
             norm(p + "ffn_norm.weight", d)
@@ -627,6 +659,8 @@ def write_new_model(path: str, arch: str, size: str, tname: str):
                 norm(p + "nextn.shared_head_norm.weight", d)
     if gemma and tied:
         f32("output_norm.weight", d, 1.0, 10.0)
+    elif arch == "lfm2":
+        norm("token_embd_norm.weight", d)  # llama.cpp's name for LFM2's output norm
     else:
         norm("output_norm.weight", d)
     if not tied:

@@ -73,7 +73,8 @@ type LayerSpec struct {
 	KeyDim, ValueDim, KVHeads int
 	// Recurrent: the convolution state is [ConvWidth-1, ConvChannels] and
 	// the delta-net state [StateSize, StateSize, StateHeads] (F32) per
-	// sequence.
+	// sequence; a layer with a convolution only (LFM2's short
+	// convolutions) has StateSize and StateHeads 0.
 	ConvWidth, ConvChannels int
 	StateSize, StateHeads   int
 }
@@ -188,7 +189,8 @@ func New(b ml.Backend, cfg Config) (*Cache, error) {
 				swa = append(swa, i)
 			}
 		case Recurrent:
-			if l.ConvWidth < 2 || l.ConvChannels <= 0 || l.StateSize <= 0 || l.StateHeads <= 0 {
+			convOnly := l.StateSize == 0 && l.StateHeads == 0
+			if l.ConvWidth < 2 || l.ConvChannels <= 0 || !convOnly && (l.StateSize <= 0 || l.StateHeads <= 0) {
 				return nil, fmt.Errorf("kvcache: layer %d: recurrent state shapes must be positive (conv width >= 2): %+v", i, l)
 			}
 			rec = append(rec, i)

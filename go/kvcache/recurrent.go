@@ -69,7 +69,9 @@ func (c *Cache) newRecurrent(layers []int) (*recurrent, error) {
 		r.ctxs = append(r.ctxs, ctx)
 		if err := catch(func() {
 			for i := range r.states {
-				r.states[i][l] = ctx.Zeros(ml.DTypeF32, product(r.shapes[i][l]), n*r.planes)
+				if product(r.shapes[i][l]) > 0 { // no delta-net state: a convolution only
+					r.states[i][l] = ctx.Zeros(ml.DTypeF32, product(r.shapes[i][l]), n*r.planes)
+				}
 			}
 		}); err != nil {
 			r.close()
@@ -194,10 +196,20 @@ func (r *recurrent) commit() {
 // the cache forgets those sequences, which marks their slots stale.
 func (r *recurrent) rollback() {}
 
+// state is the tensor of state `which` (0: convolution, 1: delta net) of
+// layer; a panic for a layer without one.
+func (r *recurrent) state(layer, which int) ml.Tensor {
+	all := r.states[which][layer]
+	if all == nil {
+		panic(errorf("layer %d has no %s state", layer, [2]string{"convolution", "delta-net"}[which]))
+	}
+	return all
+}
+
 // get gathers state `which` of layer for the batch's sequences, zeroing
 // those that start fresh: [shape..., sequences].
 func (r *recurrent) get(ctx ml.Context, layer, which int) ml.Tensor {
-	all := r.states[which][layer]
+	all := r.state(layer, which)
 	n := len(r.slots)
 	var g ml.Tensor
 	if r.readBase >= 0 {
@@ -216,7 +228,7 @@ func (r *recurrent) get(ctx ml.Context, layer, which int) ml.Tensor {
 // [shape..., sequences·m] with the states of the last m tokens (see
 // nn.RecurrentCache.StatesKept).
 func (r *recurrent) set(ctx ml.Context, layer, which int, st ml.Tensor) {
-	all := r.states[which][layer]
+	all := r.state(layer, which)
 	n := len(r.slots)
 	size := product(r.shapes[which][layer])
 	m := st.Dim(len(r.shapes[which][layer]))
@@ -245,7 +257,7 @@ func (r *recurrent) set(ctx ml.Context, layer, which int, st ml.Tensor) {
 // m tokens (states[j]: j tokens before the last; [shape..., sequences],
 // any strides), each straight into its plane.
 func (r *recurrent) setPlanes(ctx ml.Context, layer, which int, states []ml.Tensor) {
-	all := r.states[which][layer]
+	all := r.state(layer, which)
 	n := len(r.slots)
 	if len(states) != r.m {
 		panic(errorf("layer %d: %d states per sequence, want %d", layer, len(states), r.m))

@@ -248,7 +248,7 @@ type badCase struct {
 }
 
 // The architectures' small models.
-var badArchs = []string{"qwen2", "qwen3moe", "gpt-oss", "qwen3next", "qwen35", "qwen35moe", "gemma3", "gemma2", "olmo2", "olmo3", "mistral3"}
+var badArchs = []string{"qwen2", "qwen3moe", "gpt-oss", "qwen3next", "qwen35", "qwen35moe", "gemma3", "gemma2", "olmo2", "olmo3", "mistral3", "lfm2"}
 
 func TestBadModels(t *testing.T) {
 	for _, arch := range badArchs {
@@ -311,6 +311,22 @@ func badCases(t *testing.T, m *ggufFile) []badCase {
 	if hybrid {
 		attn, rec = m.u("full_attention_interval")-1, 0
 	}
+	shortConv := m.get("shortconv.l_cache") != nil // LFM2: per-layer head_count_kv, 0 on its convolution layers
+	if shortConv {
+		var kvs []int
+		switch a := m.get("attention.head_count_kv").(type) {
+		case []uint32:
+			for _, x := range a {
+				kvs = append(kvs, int(x))
+			}
+		case []int32:
+			for _, x := range a {
+				kvs = append(kvs, int(x))
+			}
+		}
+		attn = slices.IndexFunc(kvs, func(x int) bool { return x != 0 })
+		kv, rec = kvs[attn], 0
+	}
 	blk := func(i int, s string) string { return fmt.Sprintf("blk.%d.%s", i, s) }
 	otherKV := heads // a head_count_kv that divides head_count but is not the tensors'
 	if kv == heads {
@@ -321,6 +337,15 @@ func badCases(t *testing.T, m *ggufFile) []badCase {
 	// must be embedding_length/head_count: the key is named first).
 	norm := "attn_norm.weight"
 	headsWrong, dWrong := []string{blk(attn, "attn_q.weight")}, []string{"token_embd.weight"}
+	// What a scalar head_count_kv of 0, or one for every layer, is caught
+	// by: the key, or (LFM2, whose zeros mark its convolution layers) the
+	// tensors the layers it makes then lack.
+	kv0, kvOther := []string{k("attention.head_count_kv")}, []string{blk(attn, "attn_k.weight")}
+	outNorm := "output_norm.weight"
+	if shortConv {
+		kv0, kvOther = []string{blk(attn, "shortconv.in_proj.weight")}, []string{blk(0, "attn_q.weight")}
+		outNorm = "token_embd_norm.weight"
+	}
 	if strings.HasPrefix(a, "olmo") {
 		norm = "post_attention_norm.weight"
 		headsWrong = []string{k("attention.key_length"), k("attention.head_count")}
@@ -331,7 +356,7 @@ func badCases(t *testing.T, m *ggufFile) []badCase {
 		// Heads.
 		{"head_count not a multiple of head_count_kv", set("attention.head_count_kv", u32(nonDivisor(heads))),
 			[]string{k("attention.head_count_kv")}},
-		{"head_count_kv 0", set("attention.head_count_kv", u32(0)), []string{k("attention.head_count_kv")}},
+		{"head_count_kv 0", set("attention.head_count_kv", u32(0)), kv0},
 		{"head_count_kv larger than head_count", set("attention.head_count_kv", u32(2*heads)), []string{k("attention.head_count_kv")}},
 		{"head_count_kv array of the wrong length", set("attention.head_count_kv", make([]int32, layers+1)),
 			[]string{k("attention.head_count_kv")}},
@@ -340,8 +365,7 @@ func badCases(t *testing.T, m *ggufFile) []badCase {
 		{"head_count missing", set("attention.head_count", nil), []string{k("attention.head_count")}},
 		// Consistent keys, contradicting the tensors.
 		{"head_count doubled", set("attention.head_count", u32(2*heads)), headsWrong},
-		{"head_count_kv dividing head_count but contradicting attn_k", set("attention.head_count_kv", u32(otherKV)),
-			[]string{blk(attn, "attn_k.weight")}},
+		{"head_count_kv dividing head_count but contradicting attn_k", set("attention.head_count_kv", u32(otherKV)), kvOther},
 		{"key_length differs from value_length", set("attention.key_length", u32(hd/2)),
 			[]string{k("attention.key_length"), k("attention.value_length")}},
 		{"key and value length halved", func(_ *testing.T, m *ggufFile) {
@@ -360,7 +384,7 @@ func badCases(t *testing.T, m *ggufFile) []badCase {
 		{"block_count 0", set("block_count", u32(0)), []string{k("block_count")}},
 		// Tensors.
 		{"missing attention tensor", func(_ *testing.T, m *ggufFile) { m.drop(blk(attn, "attn_k.weight")) }, []string{blk(attn, "attn_k.weight")}},
-		{"missing output norm", func(_ *testing.T, m *ggufFile) { m.drop("output_norm.weight") }, []string{"output_norm.weight"}},
+		{"missing output norm", func(_ *testing.T, m *ggufFile) { m.drop(outNorm) }, []string{outNorm}},
 		{"attention tensor 1-D", func(t *testing.T, m *ggufFile) {
 			s := m.shape(t, blk(attn, "attn_v.weight"))
 			m.reshape(t, blk(attn, "attn_v.weight"), s[0]*s[1])
@@ -371,8 +395,8 @@ func badCases(t *testing.T, m *ggufFile) []badCase {
 		}, []string{blk(attn, norm)}},
 		{"norm of type i32", func(t *testing.T, m *ggufFile) { m.retype(t, blk(attn, norm), gguf.TensorI32) },
 			[]string{blk(attn, norm)}},
-		{"norm of type q8_0", func(t *testing.T, m *ggufFile) { m.retype(t, "output_norm.weight", gguf.TensorQ8_0) },
-			[]string{"output_norm.weight"}},
+		{"norm of type q8_0", func(t *testing.T, m *ggufFile) { m.retype(t, outNorm, gguf.TensorQ8_0) },
+			[]string{outNorm}},
 		{"embeddings of type i32", func(t *testing.T, m *ggufFile) { m.retype(t, "token_embd.weight", gguf.TensorI32) },
 			[]string{"token_embd.weight"}},
 		{"attention weight of type i32", func(t *testing.T, m *ggufFile) { m.retype(t, blk(attn, "attn_q.weight"), gguf.TensorI32) },

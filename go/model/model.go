@@ -11,6 +11,7 @@ import (
 	"github.com/ggml-rs/ggml-rs/go/model/decoder"
 	"github.com/ggml-rs/ggml-rs/go/model/gemma"
 	"github.com/ggml-rs/ggml-rs/go/model/gptoss"
+	"github.com/ggml-rs/ggml-rs/go/model/lfm2"
 	"github.com/ggml-rs/ggml-rs/go/model/llama"
 	"github.com/ggml-rs/ggml-rs/go/model/olmo"
 	"github.com/ggml-rs/ggml-rs/go/model/qwen3next"
@@ -25,6 +26,7 @@ var constructors = map[string]func(ml.Backend) (*decoder.Model, error){
 	"qwen3moe":  func(b ml.Backend) (*decoder.Model, error) { return llama.New(b, llama.Qwen3MoE) },
 	"gemma2":    func(b ml.Backend) (*decoder.Model, error) { return gemma.New(b, gemma.Gemma2) },
 	"gemma3":    func(b ml.Backend) (*decoder.Model, error) { return gemma.New(b, gemma.Gemma3) },
+	"lfm2":      lfm2.New,
 	"olmo2":     olmo.New,
 	"olmo3":     olmo.New, // Ollama's converter's name for OLMo 3
 	"gpt-oss":   gptoss.New,

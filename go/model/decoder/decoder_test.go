@@ -108,7 +108,7 @@ func maxDiff(a, b []float32) float64 {
 const togetherTol = 1e-3
 
 func TestSequencesTogether(t *testing.T) {
-	for _, name := range []string{"qwen35moe-small-q8_0", "qwen3next-small-q8_0", "gpt-oss-small-q8_0", "qwen3moe-small-q8_0"} {
+	for _, name := range []string{"qwen35moe-small-q8_0", "qwen3next-small-q8_0", "gpt-oss-small-q8_0", "qwen3moe-small-q8_0", "lfm2-small-q8_0"} {
 		t.Run(name, func(t *testing.T) {
 			m := open(t, name)
 			const steps = 6
@@ -176,7 +176,7 @@ func TestSequencesTogether(t *testing.T) {
 // KeepPrefix's rule, end to end: the logits after a new prompt equal a
 // fresh run's, whatever the cache kept.
 func TestDivergentPrompt(t *testing.T) {
-	for _, name := range []string{"qwen35-small-q8_0", "qwen3-small-q8_0"} {
+	for _, name := range []string{"qwen35-small-q8_0", "qwen3-small-q8_0", "lfm2-small-q8_0"} {
 		t.Run(name, func(t *testing.T) {
 			m := open(t, name)
 			c, err := m.NewCache(decoder.CacheOptions{Capacity: 256})

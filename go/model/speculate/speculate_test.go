@@ -294,17 +294,23 @@ func TestPrefillWithHiddenStatesIsExact(t *testing.T) {
 }
 
 // Any decoder verifies drafts exactly, here with an oracle: llama and qwen3
-// (F16, whose several-row matmuls take llamafile's kernels; Q8_0), after a
-// 100-token prompt, greedy and seeded.
+// (F16, whose several-row matmuls take llamafile's kernels; Q8_0), and
+// LFM2, whose short convolutions keep the states of the last tokens to
+// rewind past rejected drafts, after a 100-token prompt, greedy and
+// seeded.
 func TestSpeculativeIsExactOnDenseModels(t *testing.T) {
-	for _, name := range []string{"qwen3-small-f16", "llama-small-f16", "llama-small-q8_0"} {
+	for _, name := range []string{"qwen3-small-f16", "llama-small-f16", "llama-small-q8_0", "lfm2-small-f16", "lfm2-small-q8_0"} {
 		_, m := open(t, name)
 		prompt := make([]int32, 100)
 		for i := range prompt {
 			prompt[i] = int32((i*37 + 11) % m.Vocab)
 		}
+		rewind := 0
+		if m.Recurrent() {
+			rewind = 4
+		}
 		for _, greedy := range []bool{true, false} {
-			c, err := m.NewCache(decoder.CacheOptions{Capacity: 512})
+			c, err := m.NewCache(decoder.CacheOptions{Capacity: 512, Rewind: rewind})
 			if err != nil {
 				t.Fatal(err)
 			}

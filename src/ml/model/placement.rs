@@ -9,6 +9,9 @@
 //! 2. output-side tensors (`output`, `output_norm`, `cls`, `altup_proj`,
 //!    `altup_unembd_proj`, `per_layer_token_embd`, `per_layer_model_proj`,
 //!    `per_layer_proj_norm`) go to the output layer (index `blocks`).
+//!    LFM2's output norm, `token_embd_norm` (llama.cpp's name for it,
+//!    elsewhere BERT's embedding norm), goes there too in `lfm2` files,
+//!    as llama.cpp places it.
 //! 3. vision, projector and audio towers (`v.`, `mm.`, `s.` prefixes) go to
 //!    the output layer too.
 //! 4. `rope_freqs`, `rope_factors_long`, `rope_factors_short` are copied into
@@ -52,10 +55,13 @@ pub fn has_output_group<'a>(names: impl IntoIterator<Item = &'a str>) -> bool {
     names.into_iter().any(|n| n.split('.').next() == Some("output"))
 }
 
-/// The tensors to create for the file tensor `name`, in a model with
-/// `blocks` repeating layers.
-pub fn targets(name: &str, blocks: usize, has_output: bool) -> Result<Vec<Target>> {
+/// The tensors to create for the file tensor `name`, in a model of
+/// architecture `arch` with `blocks` repeating layers.
+pub fn targets(name: &str, blocks: usize, has_output: bool, arch: &str) -> Result<Vec<Target>> {
     let t = |name: String, slot| Target { name, slot };
+    if matches!(arch, "lfm2" | "lfm2moe") && has_part(name, &["token_embd_norm"]) {
+        return Ok(vec![t(name.to_string(), Slot::Layer(blocks))]);
+    }
     if has_part(name, &["position_embd", "token_embd", "token_norm_embd", "token_types"]) {
         let mut v = vec![t(name.to_string(), Slot::Input)];
         if !has_output && name == "token_embd.weight" {
@@ -122,7 +128,15 @@ mod tests {
     use super::*;
 
     fn slots(name: &str, blocks: usize, has_output: bool) -> Vec<(String, Slot)> {
-        targets(name, blocks, has_output).unwrap().into_iter().map(|t| (t.name, t.slot)).collect()
+        targets(name, blocks, has_output, "llama").unwrap().into_iter().map(|t| (t.name, t.slot)).collect()
+    }
+
+    #[test]
+    fn lfm2_output_norm_is_output_side() {
+        let lfm2 = targets("token_embd_norm.weight", 4, false, "lfm2").unwrap();
+        assert_eq!(lfm2, vec![Target { name: "token_embd_norm.weight".into(), slot: Slot::Layer(4) }]);
+        // BERT's embedding norm of the same name stays an input weight.
+        assert_eq!(slots("token_embd_norm.weight", 4, true), vec![("token_embd_norm.weight".into(), Slot::Input)]);
     }
 
     #[test]
@@ -144,8 +158,8 @@ mod tests {
         assert_eq!(slots("blk.3.attn_q.weight", 4, true), vec![("blk.3.attn_q.weight".into(), Slot::Layer(3))]);
         assert_eq!(slots("blk.12.ffn_up.weight", 16, true), vec![("blk.12.ffn_up.weight".into(), Slot::Layer(12))]);
         assert_eq!(slots("norm.weight", 4, true), vec![("norm.weight".into(), Slot::Input)]);
-        assert!(targets("blk.4.attn_q.weight", 4, true).unwrap_err().message.contains("layer 4 is out of range"));
-        assert!(targets("blk.99999999999999999999999.x", 4, true).is_err());
+        assert!(targets("blk.4.attn_q.weight", 4, true, "llama").unwrap_err().message.contains("layer 4 is out of range"));
+        assert!(targets("blk.99999999999999999999999.x", 4, true, "llama").is_err());
     }
 
     #[test]

@@ -196,6 +196,7 @@ fn format_err(msg: String) -> Error {
 /// Creates every weight tensor (no data yet) and accounts its size.
 pub(crate) fn create(gguf: &Gguf, blocks: usize, t: &Targets, memory: &mut Memory) -> Result<Weights> {
     let has_output = placement::has_output_group(gguf.tensors().iter().map(|i| i.name.as_str()));
+    let arch = gguf.arch().unwrap_or_default();
     let infos = gguf.tensors();
     let mut weights = Weights { sets: Vec::new(), by_name: HashMap::new(), sources: Vec::new(), placed: Vec::new() };
     let n_targets_max = infos.len() * (blocks.max(1) + 1) + 1;
@@ -203,7 +204,7 @@ pub(crate) fn create(gguf: &Gguf, blocks: usize, t: &Targets, memory: &mut Memor
     for info in infos {
         let mut made = Vec::new();
         // A layer past block_count: name the key too, the likelier culprit.
-        let targets = placement::targets(&info.name, blocks, has_output).map_err(|mut e| {
+        let targets = placement::targets(&info.name, blocks, has_output, &arch).map_err(|mut e| {
             if let Some(arch) = gguf.arch() {
                 e.message = format!("{} ({arch}.block_count = {blocks})", e.message);
             }

@@ -137,7 +137,7 @@ func (r *Reader) PerLayer(k string, n, def int) []int {
 		return out
 	}
 	if len(arr) != n {
-		r.Fail("%s has %d entries, the model has %d layers", r.Key(k), len(arr), n)
+		r.Fail("%s has %d entries, the model has %d layers (%s)", r.Key(k), len(arr), n, r.Key("block_count"))
 		return out
 	}
 	for i, x := range arr {
@@ -186,7 +186,7 @@ func (r *Reader) Bools(k string, n int) []bool {
 		return nil
 	}
 	if len(a) != n {
-		r.Fail("%s has %d entries, the model has %d layers", r.Key(k), len(a), n)
+		r.Fail("%s has %d entries, the model has %d layers (%s)", r.Key(k), len(a), n, r.Key("block_count"))
 		return nil
 	}
 	return a
@@ -371,6 +371,9 @@ type Weights struct {
 	// Hint names the keys the shapes of the following Gets come from, for
 	// the error message.
 	Hint string
+	// OutputNorm is the output norm's name when it is not
+	// output_norm.weight (LFM2's files: token_embd_norm.weight).
+	OutputNorm string
 }
 
 // NewWeights reads the weights of backend b.
@@ -511,7 +514,11 @@ func (w *Weights) Blocks(n int, probe string) error {
 // them).
 func (w *Weights) Embeddings(d, vocab int) (tok, norm, output ml.Tensor) {
 	tok = w.Get("token_embd.weight", d, vocab)
-	norm = w.GetAs(F32, "output_norm.weight", d)
+	name := "output_norm.weight"
+	if w.OutputNorm != "" {
+		name = w.OutputNorm
+	}
+	norm = w.GetAs(F32, name, d)
 	output = w.Opt("output.weight", d, vocab)
 	if output == nil {
 		output = tok
