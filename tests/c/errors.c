@@ -88,6 +88,7 @@ static void test_null_arguments(void)
     CHECK(ggml_rs_ctx_layer(NULL, 0) == NULL, "ctx_layer(NULL)");
     CHECK(ggml_rs_ctx_max_graph_nodes(NULL) == 0, "ctx_max_graph_nodes(NULL)");
     ggml_rs_ctx_set_batch_size(NULL, 4);
+    ggml_rs_ctx_set_norm_layer(NULL, 2);
     ggml_rs_ctx_clear_error(NULL);
     e = err_fresh();
     CHECK(ggml_rs_ctx_recorded_error(NULL, &e) == GGML_RS_OK && e.status == -1, "recorded_error(NULL)");

@@ -66,7 +66,7 @@ static int32_t g_ids[2] = {0, 1};
 static int g_ids_via; /* 0 as they are, 1 dup, 2 cont */
 static const char *const IDS_VIA[] = {"host ids", "ids = dup(host ids)", "ids = cont(host ids)"};
 
-enum { NOPS = 54 };
+enum { NOPS = 56 };
 
 /* Builds op `k` on `a`; sets *name. NULL with `e` set when refused. */
 static ggml_rs_tensor *build(int k, ggml_rs_context *c, ggml_rs_context *in, ggml_rs_tensor *a,
@@ -161,7 +161,9 @@ static ggml_rs_tensor *build(int k, ggml_rs_context *c, ggml_rs_context *in, ggm
     case 49: *name = "top_k(2)"; return ggml_rs_top_k(c, a, 2, e);
     case 50:
     case 51:
-    case 52: {
+    case 52:
+    case 54:
+    case 55: {
         const int64_t r3[3] = {ne[0], 1, ne[1]};
         t = ggml_rs_reshape(c, a, r3, 3, e);
         if (t == NULL) {
@@ -171,6 +173,10 @@ static ggml_rs_tensor *build(int k, ggml_rs_context *c, ggml_rs_context *in, ggm
         if (k == 50) {
             *name = "rope(neox, 4 dims)";
             return ggml_rs_rope(c, t, pos, NULL, &rp, e);
+        }
+        if (k >= 54) {
+            *name = k == 54 ? "sdpa_capped(a, a, a, cap 5, flash=false)" : "sdpa_capped(a, a, a, cap 5, flash=true)";
+            return ggml_rs_sdpa_capped(c, t, t, t, NULL, NULL, NULL, 0.5f, 5.0f, k == 55, false, e);
         }
         *name = k == 51 ? "sdpa(a, a, a, flash=false)" : "sdpa(a, a, a, flash=true)";
         return ggml_rs_sdpa(c, t, t, t, NULL, NULL, NULL, 0.5f, k == 52, false, e);
