@@ -217,7 +217,17 @@ func (r *recurrent) get(ctx ml.Context, layer, which int) ml.Tensor {
 	} else {
 		g = all.Rows(ctx, r.readT)
 	}
-	if r.keepT != nil {
+	switch {
+	case r.keepT == nil:
+	case r.readBase >= 0 && r.states[1][layer] == nil:
+		// A convolution-only layer (LFM2) zeroes its fresh sequences' rows
+		// in place, as llama.cpp's build_rs does: the copy into the state
+		// tensor stays on the state's device, and bounds where ggml's
+		// scheduler spreads the neighbouring ops as llama.cpp's does
+		// (docs/notes/lfm2.md). The delta-net layers keep the product:
+		// their reads come elsewhere in llama.cpp's graph than here.
+		g = g.Mul(ctx, r.keepT).Copy(ctx, g)
+	default:
 		g = g.Mul(ctx, r.keepT)
 	}
 	shape := append(append([]int{}, r.shapes[which][layer]...), n)

@@ -64,26 +64,14 @@ func TestParityWithLlamaCppOnVulkan(t *testing.T) {
 			checkSHA(t, path, doc.ModelSHA256)
 			for _, run := range doc.Runs {
 				t.Run(fmt.Sprintf("%s layers (-ngl %d)", run.Layers, run.NGL), func(t *testing.T) {
-					// LFM2 with half its layers offloaded: ggml's scheduler
-					// puts the attention core of the last CPU attention
-					// layer (its KV on the CPU) on Vulkan in ours and on the
-					// CPU in llama.cpp. llama.cpp's recurrent-state reads
-					// (an in-place zeroing and copies into the state tensor,
-					// which stay on the state's device) sit between it and
-					// the next Vulkan op; ours read the state through a
-					// view. Both are the same function computed on other
-					// devices: that run is held to half of llama.cpp's own
-					// Vulkan-against-CPU spread (measured: 0.028-0.035
-					// against 0.09-0.33; docs/notes/lfm2.md).
-					placement := strings.HasPrefix(name, "lfm2-") && run.Layers == "half"
-					vulkanParityRun(t, path, &doc, run.NGL, run.FlashAttn, run.Logits, &cpuDoc, placement)
+					vulkanParityRun(t, path, &doc, run.NGL, run.FlashAttn, run.Logits, &cpuDoc)
 				})
 			}
 		})
 	}
 }
 
-func vulkanParityRun(t *testing.T, path string, doc *vulkanGolden, ngl int, fa string, want [][]float32, cpuDoc *goldenDoc, placement bool) {
+func vulkanParityRun(t *testing.T, path string, doc *vulkanGolden, ngl int, fa string, want [][]float32, cpuDoc *goldenDoc) {
 	df := addDecoderFlags(newFlags("parity", "", ""))
 	*df.fa, *df.ngl = "auto", ngl
 	b, m, _, err := openDecoder(path, df)
@@ -110,9 +98,6 @@ func vulkanParityRun(t *testing.T, path string, doc *vulkanGolden, ngl int, fa s
 		cs.add(t, want[i], cpuDoc.Sequences[i].Logits, 0) // llama.cpp: Vulkan against CPU
 	}
 	tol := parityMaxAbs
-	if placement {
-		tol = max(tol, cs.worst/2)
-	}
 	t.Logf("fa auto -> %s; ours-Vulkan vs llama.cpp-Vulkan max|d| %.2e (at most %g), top-1 %d/%d; llama.cpp Vulkan vs CPU max|d| %.2e",
 		ours, vs.worst, tol, vs.top1, vs.rows, cs.worst)
 	if vs.worst > tol {

@@ -200,6 +200,12 @@ func (a *Attention) Forward(ctx ml.Context, x ml.Tensor, b *Batch, layer int) ml
 		}
 	}
 	out = out.Reshape(ctx, hd*a.Heads, n)
+	// The attention's output goes into the graph now, before the output
+	// projection, as llama.cpp's build_attn_mha expands it: what the next
+	// layer puts in first (a recurrent layer's state reads) then follows
+	// it there too, and ggml's scheduler places the ops as it does
+	// llama.cpp's where layers meet devices.
+	ctx.Forward(out)
 	if gate != nil {
 		out = out.Mul(ctx, gate.Contiguous(ctx, hd*a.Heads, n).Sigmoid(ctx))
 	}

@@ -16,6 +16,11 @@ type ShortConv struct {
 // [d, n], carrying the convolution state of layer in the cache.
 func (s *ShortConv) Forward(ctx ml.Context, x ml.Tensor, b *Batch, layer int) ml.Tensor {
 	d, T, nS := x.Dim(0), b.SeqTokens, b.Seqs
+	// The state is read first, into the graph at once, as llama.cpp's
+	// build_rs does (where layers meet devices, ggml's scheduler then
+	// places the ops around it as it does llama.cpp's).
+	state := b.Cache.ConvState(ctx, layer)
+	ctx.Forward(state)
 	bcx := s.InProj.Mulmat(ctx, x.Reshape(ctx, d, T, nS)) // [3d, T, nS]
 	chunk := func(i int) ml.Tensor {
 		return bcx.View(ctx, i*d*bcx.Stride(0), d, bcx.Stride(1), T, bcx.Stride(2), nS)
@@ -28,7 +33,7 @@ func (s *ShortConv) Forward(ctx ml.Context, x ml.Tensor, b *Batch, layer int) ml
 	// tokens) the cache takes the states after each of the last m tokens.
 	m := b.Cache.StatesKept()
 	width := s.Conv.Dim(0) - 1
-	w := b.Cache.ConvState(ctx, layer).Concat(ctx, bx, 0)
+	w := state.Concat(ctx, bx, 0)
 	var kept []ml.Tensor
 	if m == 1 {
 		// As llama.cpp, the new state is written as soon as the window is
