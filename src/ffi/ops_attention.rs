@@ -34,12 +34,7 @@ pub extern "C" fn ggml_rs_sdpa(
     v_permuted: bool,
     err: *mut ggml_rs_error,
 ) -> *mut ggml_rs_tensor {
-    op(ctx, err, "sdpa", |c| {
-        let q = tensor_arg("sdpa", "q", q)?;
-        let k = tensor_arg("sdpa", "k", k)?;
-        let v = tensor_arg("sdpa", "v", v)?;
-        c.sdpa(q, k, v, opt_tensor(mask), opt_tensor(sinks), opt_tensor(vmla), scale, flash, v_permuted)
-    })
+    ggml_rs_sdpa_capped(ctx, q, k, v, mask, sinks, vmla, scale, 0.0, flash, v_permuted, err)
 }
 
 /// `ggml_rs_sdpa` with the scores soft-capped (Gemma 2's attention logit

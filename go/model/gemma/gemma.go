@@ -121,18 +121,7 @@ func ReadHyper(c fs.Config, v Variant) (Hyper, error) {
 	}
 	h.SWA = make([]bool, h.Layers)
 	if h.Window > 0 {
-		// A per-layer array, or every n-th layer global (layers n-1,
-		// 2n-1, ...), as llama.cpp's set_swa_pattern.
-		if _, isArray := c.Value(r.Key("attention.sliding_window_pattern")).([]bool); isArray {
-			if a := r.Bools("attention.sliding_window_pattern", h.Layers); a != nil {
-				h.SWA = a
-			}
-		} else {
-			n := r.Int("attention.sliding_window_pattern", v.SWAPattern)
-			for i := range h.SWA {
-				h.SWA[i] = n == 0 || i%n < n-1
-			}
-		}
+		h.SWA = r.SWA(h.Layers, v.SWAPattern)
 	}
 	// llama.cpp: 1/√key_length, but 1/√(n_embd/n_head) for the 27B,
 	// whose query_pre_attn_scalar is that (the GGUF has no key for it).

@@ -69,20 +69,8 @@ func ReadHyper(b ml.Backend) (Hyper, error) {
 		h.RopeScale = 1 / f
 	}
 
-	// Sliding-window layers: an explicit per-layer array, or a pattern of
-	// n layers whose last is full (default 2: even layers slide).
-	if r.Has("attention.sliding_window_pattern") {
-		if a := r.Bools("attention.sliding_window_pattern", h.Layers); a != nil {
-			h.SWA = a
-		}
-	}
-	if h.SWA == nil {
-		n := r.Int("attention.sliding_window_pattern", 2)
-		h.SWA = make([]bool, h.Layers)
-		for i := range h.SWA {
-			h.SWA[i] = n == 0 || i%n < n-1
-		}
-	}
+	// Sliding-window layers: even ones unless the file says otherwise.
+	h.SWA = r.SWA(h.Layers, 2)
 	return h, r.Err()
 }
 

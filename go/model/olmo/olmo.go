@@ -62,16 +62,7 @@ func ReadHyper(c fs.Config, arch string) (Hyper, error) {
 	}
 	h.SWA = make([]bool, h.Layers)
 	if h.Window > 0 {
-		if _, isArray := c.Value(r.Key("attention.sliding_window_pattern")).([]bool); isArray {
-			if a := r.Bools("attention.sliding_window_pattern", h.Layers); a != nil {
-				h.SWA = a
-			}
-		} else {
-			n := r.Int("attention.sliding_window_pattern", 4)
-			for i := range h.SWA {
-				h.SWA[i] = n == 0 || i%n < n-1
-			}
-		}
+		h.SWA = r.SWA(h.Layers, 4)
 	}
 	return h, r.Err()
 }

@@ -128,3 +128,24 @@ func (w *Weights) Norm(name string, d int) ml.Tensor { return w.GetAs(F32, name,
 
 // Layer is the tensor-name prefix of layer i.
 func Layer(i int) string { return fmt.Sprintf("blk.%d.", i) }
+
+// SWA reads which of n layers use sliding-window attention, as llama.cpp's
+// load_swa_pattern: attention.sliding_window_pattern as a per-layer bool
+// array (as Ollama's converters write it), or a number p (default def)
+// for every p-th layer global (layers p-1, 2p-1, ...; 0: every layer
+// slides).
+func (r *Reader) SWA(n, def int) []bool {
+	const k = "attention.sliding_window_pattern"
+	if _, isArray := r.c.Value(r.Key(k)).([]bool); isArray {
+		if a := r.Bools(k, n); a != nil {
+			return a
+		}
+		return make([]bool, n)
+	}
+	p := r.Int(k, def)
+	swa := make([]bool, n)
+	for i := range swa {
+		swa[i] = p == 0 || i%p < p-1
+	}
+	return swa
+}
