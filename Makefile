@@ -325,7 +325,7 @@ SPEC_ARGS ?= -n 256 -p 32 --draft 3 --rounds 3
 $(LLAMA_STAMP): scripts/fetch-llama.sh scripts/fetch-ggml/Cargo.lock $(wildcard scripts/patches/*.sh) $(wildcard scripts/llama-patches/*.sh)
 	scripts/fetch-llama.sh
 
-$(LLAMA_REF): $(LLAMA_STAMP) tools/llama-ref/CMakeLists.txt tools/llama-ref/main.cpp tools/llama-ref/chat.cpp tools/llama-ref/jinja.cpp tools/llama-ref/schema.cpp tools/llama-ref/grammar.cpp | deps
+$(LLAMA_REF): $(LLAMA_STAMP) tools/common/cli.h tools/llama-ref/CMakeLists.txt tools/llama-ref/main.cpp tools/llama-ref/chat.cpp tools/llama-ref/jinja.cpp tools/llama-ref/schema.cpp tools/llama-ref/grammar.cpp | deps
 	cmake -S tools/llama-ref -B .cache/llama-build -G Ninja -DCMAKE_BUILD_TYPE=Release -DLLAMA_SRC=$(CURDIR)/.cache/llama.cpp >/dev/null
 	ninja -C .cache/llama-build llama-ref
 
@@ -339,7 +339,7 @@ llama-ref: $(LLAMA_REF)
 # columns when it is built.
 IK_REF := .cache/ik-build/ik-ref
 .PHONY: ik-ref
-$(IK_REF): scripts/build-ik-ref.sh tools/ik-ref/CMakeLists.txt tools/ik-ref/main.cpp | deps
+$(IK_REF): scripts/build-ik-ref.sh tools/common/cli.h tools/ik-ref/CMakeLists.txt tools/ik-ref/main.cpp | deps
 	scripts/build-ik-ref.sh
 
 ik-ref: $(IK_REF)
@@ -347,7 +347,7 @@ ik-ref: $(IK_REF)
 # The reference built with ggml's Vulkan backend, for the Vulkan golden
 # files (make test does not build it).
 LLAMA_REF_VK := .cache/llama-build-vulkan/llama-ref
-$(LLAMA_REF_VK): $(LLAMA_STAMP) tools/llama-ref/CMakeLists.txt tools/llama-ref/main.cpp | vulkan-deps
+$(LLAMA_REF_VK): $(LLAMA_STAMP) tools/common/cli.h tools/llama-ref/CMakeLists.txt tools/llama-ref/main.cpp | vulkan-deps
 	cmake -S tools/llama-ref -B .cache/llama-build-vulkan -G Ninja -DCMAKE_BUILD_TYPE=Release -DLLAMA_SRC=$(CURDIR)/.cache/llama.cpp \
 	  -DGGML_VULKAN=ON -DVulkan_INCLUDE_DIR=$$(scripts/vulkan-headers.sh $(VK_HEADERS)) >/dev/null
 	ninja -C .cache/llama-build-vulkan llama-ref
@@ -488,11 +488,11 @@ BARRIER_ARGS ?= -p 256 -n 64 -r 2 -t 2 --rounds 3 --ours-threads 1
 $(LLAMA_SPIN_STAMP): scripts/fetch-llama.sh scripts/fetch-ggml/Cargo.lock $(wildcard scripts/patches/*.sh) $(wildcard scripts/llama-patches/*.sh)
 	SKIP_PATCHES=$(BARRIER_PATCH) scripts/fetch-llama.sh $(LLAMA_SPIN_SRC)
 
-$(LLAMA_REF_SPIN): $(LLAMA_SPIN_STAMP) tools/llama-ref/CMakeLists.txt tools/llama-ref/main.cpp tools/llama-ref/chat.cpp | deps
+$(LLAMA_REF_SPIN): $(LLAMA_SPIN_STAMP) tools/common/cli.h tools/llama-ref/CMakeLists.txt tools/llama-ref/main.cpp tools/llama-ref/chat.cpp | deps
 	cmake -S tools/llama-ref -B $(dir $@) -G Ninja -DCMAKE_BUILD_TYPE=Release -DLLAMA_SRC=$(CURDIR)/$(LLAMA_SPIN_SRC) -DLLAMA_REF_OPENMP=OFF >/dev/null
 	ninja -C $(dir $@) llama-ref
 
-$(LLAMA_REF_SPIN_OMP): $(LLAMA_SPIN_STAMP) tools/llama-ref/CMakeLists.txt tools/llama-ref/main.cpp tools/llama-ref/chat.cpp | deps
+$(LLAMA_REF_SPIN_OMP): $(LLAMA_SPIN_STAMP) tools/common/cli.h tools/llama-ref/CMakeLists.txt tools/llama-ref/main.cpp tools/llama-ref/chat.cpp | deps
 	cmake -S tools/llama-ref -B $(dir $@) -G Ninja -DCMAKE_BUILD_TYPE=Release -DLLAMA_SRC=$(CURDIR)/$(LLAMA_SPIN_SRC) -DLLAMA_REF_OPENMP=ON >/dev/null
 	ninja -C $(dir $@) llama-ref
 

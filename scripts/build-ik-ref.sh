@@ -27,7 +27,7 @@ jobs=${JOBS:-2}
 
 key=$({
   echo "slm_ikllama_sys $version"
-  for f in "$root"/tools/ik-ref/* "$root/scripts/build-ik-ref.sh"; do
+  for f in "$root"/tools/ik-ref/* "$root/tools/common/cli.h" "$root/scripts/build-ik-ref.sh"; do
     echo "$(basename "$f")"
     cat "$f"
   done

@@ -21,6 +21,7 @@
 //       "pp":{"n","tps","sd"},"tg":{"n","tps","sd"}}; else llama-bench's
 //       markdown rows. -v: ik's log on stderr.
 #include "llama.h"
+#include "../common/cli.h"
 
 #include <algorithm>
 #include <chrono>
@@ -35,30 +36,24 @@
 
 namespace {
 
+using refcli::die;
+using refcli::json_str;
+using refcli::stats;
+using refcli::Stats;
+using refcli::to_int;
+
 struct Opts {
     std::string cmd, model;
     bool json = false, verbose = false, rtr = false, fa = true;
     int threads = 0, n_prompt = 512, n_gen = 128, reps = 3, ubatch = 0;
 };
 
-[[noreturn]] void die(const char * fmt, const char * arg = "") {
-    fprintf(stderr, "ik-ref: ");
-    fprintf(stderr, fmt, arg);
-    fprintf(stderr, "\n");
-    exit(1);
-}
 
 void usage() {
     fprintf(stderr, "usage: ik-ref bench [-p 512] [-n 128] [-r 3] [-ubatch N] [-t N] [-fa 0|1] [-rtr] [-json] [-v] MODEL\n");
     exit(2);
 }
 
-int to_int(const char * s) {
-    char * end = nullptr;
-    long v = strtol(s, &end, 10);
-    if (!*s || *end) die("not an integer: %s", s);
-    return (int) v;
-}
 
 Opts parse(int argc, char ** argv) {
     if (argc < 2) usage();
@@ -101,24 +96,7 @@ void quiet_log(ggml_log_level level, const char * text, void *) {
 
 void verbose_log(ggml_log_level, const char * text, void *) { fputs(text, stderr); }
 
-std::string json_str(const std::string & s) {
-    std::string r = "\"";
-    for (char c : s) {
-        if (c == '"' || c == '\\') { r += '\\'; r += c; }
-        else if ((unsigned char) c < 0x20) { char buf[8]; snprintf(buf, sizeof buf, "\\u%04x", c); r += buf; }
-        else r += c;
-    }
-    return r + "\"";
-}
 
-struct Stats { double mean, sd; };
-Stats stats(const std::vector<double> & v) {
-    double m = 0, q = 0;
-    for (double x : v) m += x;
-    m /= v.size();
-    for (double x : v) q += (x - m) * (x - m);
-    return {m, v.size() > 1 ? std::sqrt(q / (v.size() - 1)) : 0.0};
-}
 
 int cmd_bench(const Opts & o) {
     using clk = std::chrono::steady_clock;
@@ -159,8 +137,8 @@ int cmd_bench(const Opts & o) {
 
     char desc[256];
     llama_model_desc(model, desc, sizeof desc);
-    uint32_t rng = 0x2545F491u;  // llama-ref's generator and seed
-    auto rnd = [&]() -> llama_token { rng = rng * 1664525u + 1013904223u; return (llama_token) ((rng >> 8) % (uint32_t) n_vocab); };
+    refcli::TokenGen gen;  // llama-ref's generator and seed
+    auto rnd = [&]() -> llama_token { return gen.next(n_vocab); };
 
     llama_batch b = llama_batch_init(n_batch, 0, 1);
     auto decode = [&](const std::vector<llama_token> & toks, int pos0) {
@@ -237,6 +215,7 @@ int cmd_bench(const Opts & o) {
 }  // namespace
 
 int main(int argc, char ** argv) {
+    refcli::program = "ik-ref";
     Opts o = parse(argc, argv);
     llama_log_set(o.verbose ? verbose_log : quiet_log, nullptr);
     llama_backend_init();

@@ -120,6 +120,7 @@
 #include "llama.h"
 #include "ggml-cpu.h"
 #include "../src/llama-ext.h"  // staging API (mtp): llama_set_embeddings_nextn, llama_get_embeddings_nextn[_ith]
+#include "../common/cli.h"
 
 #include <algorithm>
 #include <chrono>
@@ -135,6 +136,12 @@
 
 namespace {
 
+using refcli::die;
+using refcli::json_str;
+using refcli::stats;
+using refcli::Stats;
+using refcli::to_int;
+
 struct Opts {
     std::string cmd, model, text, batch, grammar;
     std::vector<llama_token> tokens;
@@ -146,12 +153,6 @@ struct Opts {
     llama_flash_attn_type fa = LLAMA_FLASH_ATTN_TYPE_AUTO;
 };
 
-[[noreturn]] void die(const char * fmt, const char * arg = "") {
-    fprintf(stderr, "llama-ref: ");
-    fprintf(stderr, fmt, arg);
-    fprintf(stderr, "\n");
-    exit(1);
-}
 
 void usage() {
     fprintf(stderr,
@@ -168,12 +169,6 @@ void usage() {
     exit(2);
 }
 
-int to_int(const char * s) {
-    char * end = nullptr;
-    long v = strtol(s, &end, 10);
-    if (!*s || *end) die("not an integer: %s", s);
-    return (int) v;
-}
 
 Opts parse(int argc, char ** argv) {
     if (argc < 2) usage();
@@ -400,15 +395,6 @@ void print_floats(const float * v, int n) {
     printf("]");
 }
 
-std::string json_str(const std::string & s) {
-    std::string r = "\"";
-    for (char c : s) {
-        if (c == '"' || c == '\\') { r += '\\'; r += c; }
-        else if ((unsigned char) c < 0x20) { char buf[8]; snprintf(buf, sizeof buf, "\\u%04x", c); r += buf; }
-        else r += c;
-    }
-    return r + "\"";
-}
 
 // logits -seqs: every sequence in one llama_decode, the last row of each.
 int cmd_logits_seqs(const Opts & o) {
@@ -648,14 +634,6 @@ int cmd_mtp(const Opts & o) {
     return 0;
 }
 
-struct Stats { double mean, sd; };
-Stats stats(const std::vector<double> & v) {
-    double m = 0, q = 0;
-    for (double x : v) m += x;
-    m /= v.size();
-    for (double x : v) q += (x - m) * (x - m);
-    return {m, v.size() > 1 ? std::sqrt(q / (v.size() - 1)) : 0.0};
-}
 
 // The oracle drafter of ggml-rs's go/model/speculate/oracle.go, step for
 // step (the same numbers from the same seed).
@@ -871,8 +849,8 @@ int cmd_bench(const Opts & o) {
     Session s(o, o.n_prompt + o.n_gen, std::max(o.n_prompt, 1));
     char desc[256];
     llama_model_desc(s.model, desc, sizeof desc);
-    uint32_t rng = 0x2545F491u;
-    auto rnd = [&]() -> llama_token { rng = rng * 1664525u + 1013904223u; return (llama_token) ((rng >> 8) % (uint32_t) s.n_vocab); };
+    refcli::TokenGen gen;
+    auto rnd = [&]() -> llama_token { return gen.next(s.n_vocab); };
 
     auto run_pp = [&]() {
         std::vector<llama_token> toks(o.n_prompt);
@@ -1072,6 +1050,7 @@ int cmd_grammar(int argc, char ** argv);       // grammar.cpp
 int cmd_grammar_bench(int argc, char ** argv); // grammar.cpp
 
 int main(int argc, char ** argv) {
+    refcli::program = "llama-ref";
     if (argc > 1 && std::string(argv[1]) == "quantize") return cmd_quantize(argc, argv);
     if (argc > 1 && std::string(argv[1]) == "chat") return cmd_chat(argc, argv);
     if (argc > 1 && std::string(argv[1]) == "jinja") return cmd_jinja(argc, argv);
