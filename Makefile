@@ -29,7 +29,7 @@ all: build
 
 # --- fetching and building -------------------------------------------------
 
-$(GGML_STAMP): scripts/fetch-ggml.sh scripts/fetch-ggml/Cargo.lock $(wildcard scripts/patches/*.sh)
+$(GGML_STAMP): scripts/fetch-ggml.sh scripts/fetch-ggml/Cargo.lock $(wildcard scripts/patches/*)
 	scripts/fetch-ggml.sh
 
 # Tools the build and tests use that a fresh machine of this kind may lack
@@ -64,7 +64,7 @@ build: deps $(GGML_STAMP)
 # change. `make vulkan-build` leaves target/vulkan pointing at it.
 VK_CACHE ?= $(HOME)/.cache/ggml-rs
 VK_HEADERS := $(VK_CACHE)/vulkan-headers-trixie
-VK_KEY = $(shell cat scripts/fetch-ggml/Cargo.lock scripts/patches/*.sh scripts/vulkan-headers.sh build.rs Cargo.toml cmake/ggml/* | sha1sum | cut -c1-16)
+VK_KEY = $(shell cat scripts/fetch-ggml/Cargo.lock scripts/patches/* scripts/vulkan-headers.sh build.rs Cargo.toml cmake/ggml/* | sha1sum | cut -c1-16)
 VK_DIR = $(VK_CACHE)/vulkan-$(VK_KEY)
 VK_LIB := target/vulkan/libggml_rs.a
 # The library's hash for Go's cache, as GO_ENV does for the CPU build.

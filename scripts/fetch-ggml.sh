@@ -13,11 +13,12 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 dest=${1:-$root/vendor/ggml}
 version=0.1.161
 
-# The stamp names the version and a hash of our patch scripts, so that a tree
-# fetched before a patch was added or changed is fetched and patched again.
+# The stamp names the version and a hash of our patch files (the scripts and
+# what they copy in), so that a tree fetched before a patch was added or
+# changed is fetched and patched again.
 patches_hash() {
   local p
-  for p in "$root"/scripts/patches/*.sh; do
+  for p in "$root"/scripts/patches/*; do
     [ -e "$p" ] || continue
     basename "$p"
     cat "$p"

@@ -16,7 +16,11 @@
 #
 # Usage: [SKIP_PATCHES="NN-name.sh ..."] scripts/fetch-llama.sh [DEST]   (default: .cache/llama.cpp)
 set -euo pipefail
-skip=" ${SKIP_PATCHES:-} "
+# Patches that are ours only, never the reference's: our own CPU kernels
+# (13-cpu-q8_0-r16.sh), which the reference's upstream kernels check and
+# whose speed `make bench` measures against upstream's.
+ours_only="13-cpu-q8_0-r16.sh"
+skip=" ${SKIP_PATCHES:-} $ours_only "
 root=$(cd "$(dirname "$0")/.." && pwd)
 dest=${1:-$root/.cache/llama.cpp}
 version=0.1.161
@@ -53,7 +57,7 @@ cp -a "$src" "$dest.tmp"
 for p in "$root"/scripts/patches/*.sh; do
   [ -e "$p" ] || continue
   if [[ "$skip" == *" $(basename "$p") "* ]]; then
-    echo "fetch-llama: leaving out $(basename "$p") (SKIP_PATCHES)"
+    echo "fetch-llama: leaving out $(basename "$p") (SKIP_PATCHES or ours only)"
     continue
   fi
   echo "fetch-llama: applying $(basename "$p") to ggml/"

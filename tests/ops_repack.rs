@@ -1,0 +1,321 @@
+//! Q8_0 weights in the CPU's repacking buffer type (ggml's CPU_REPACK),
+//! differential against the default buffer (ggml's vec_dot / tinyBLAS path)
+//! and a naive f64 reference, for mul_mat and mul_mat_id.
+//!
+//! Where the build targets AVX-512 VNNI, Q8_0 matrices of 16k rows are
+//! repacked 16 rows at a time and multiplied by our kernel
+//! (scripts/patches/13-cpu-q8_0-r16.inc); elsewhere ggml keeps them as
+//! they are, and these tests check that path the same way.
+//!
+//! Tolerances (|got - want| <= atol + rtol*|want|):
+//! * against dequant(a)·dequant(q8_0(b)) with ggml-cpu's own quantizer (the
+//!   values both paths multiply): atol 1e-4·√K/8 + rtol 1e-5: each block's
+//!   integer sum is exact, only the f32 sums over blocks round (observed
+//!   at most 1.6e-5 at K = 1024, outputs O(20));
+//! * against the default buffer's result: bit-identical. The kernel sums
+//!   in the order of ggml's x86 kernels (tinyBLAS, vec_dot), which is what
+//!   keeps Q8_0 models' logits identical to llama.cpp's; an f32 sum in any
+//!   other order moves the logits of the parity models by up to 0.2 (a
+//!   rounding flip in one activation's Q8_0 quantization grows layer after
+//!   layer).
+mod common;
+use common::*;
+
+use ggml_rs::ml::{data, Context, ErrorKind, Tensor};
+use ggml_rs::sys;
+
+const Q8_0: u32 = sys::GGML_TYPE_Q8_0;
+
+fn quantize(vals: &[f32], k: usize) -> Vec<u8> {
+    let rows = vals.len() / k;
+    let mut out = vec![0u8; unsafe { sys::ggml_row_size(Q8_0, k as i64) } * rows];
+    let n = unsafe { sys::ggml_quantize_chunk(Q8_0, vals.as_ptr(), out.as_mut_ptr().cast(), 0, rows as i64, k as i64, std::ptr::null()) };
+    assert_eq!(n, out.len());
+    out
+}
+
+fn dequantize(bytes: &[u8], n: usize) -> Vec<f32> {
+    let to_float = unsafe { &*sys::ggml_get_type_traits(Q8_0) }.to_float.unwrap();
+    let mut out = vec![0f32; n];
+    unsafe { to_float(bytes.as_ptr().cast(), out.as_mut_ptr(), n as i64) };
+    out
+}
+
+/// f32 rows as ggml-cpu converts a right operand of a Q8_0 matrix (its own
+/// Q8_0 quantizer), back in f32.
+fn as_q8_0_operand(vals: &[f32], k: usize) -> Vec<f32> {
+    let from = unsafe { &*sys::ggml_get_type_traits_cpu(Q8_0) }.from_float.unwrap();
+    let row = unsafe { sys::ggml_row_size(Q8_0, k as i64) };
+    let mut q = vec![0u8; row * (vals.len() / k)];
+    for (r, chunk) in vals.chunks(k).enumerate() {
+        unsafe { from(chunk.as_ptr(), q[r * row..].as_mut_ptr().cast(), k as i64) };
+    }
+    dequantize(&q, vals.len())
+}
+
+fn tol(k: usize) -> f32 {
+    1e-4 * (k as f32).sqrt() / 8.0
+}
+
+/// The CPU device's extra buffer type named `name`, if this build has it.
+fn extra_buffer_type(name: &str) -> Option<sys::ggml_backend_buffer_type_t> {
+    unsafe {
+        let reg = sys::ggml_backend_cpu_reg();
+        let f = sys::ggml_backend_reg_get_proc_address(reg, c"ggml_backend_dev_get_extra_bufts".as_ptr());
+        if f.is_null() {
+            return None;
+        }
+        let f: sys::ggml_backend_dev_get_extra_bufts_t = std::mem::transmute(f);
+        let mut p = (f.unwrap())(sys::ggml_backend_reg_dev_get(reg, 0));
+        while !p.is_null() && !(*p).is_null() {
+            if std::ffi::CStr::from_ptr(sys::ggml_backend_buft_name(*p)).to_str() == Ok(name) {
+                return Some(*p);
+            }
+            p = p.add(1);
+        }
+        None
+    }
+}
+
+/// Whether this build and CPU repack Q8_0 (our AVX-512 VNNI kernel).
+fn repacks_q8_0() -> bool {
+    let vnni = unsafe { sys::ggml_cpu_has_avx512_vnni() } != 0 && unsafe { sys::ggml_cpu_has_avx512() } != 0;
+    vnni && cfg!(feature = "native")
+}
+
+/// A weight of `shape` in the repacking buffer (when the buffer type takes
+/// it) holding `bytes`; the buffer is freed by the caller.
+fn repacked_weight(root: &mut Context, shape: [i64; 3], bytes: &[u8]) -> Option<(Tensor, sys::ggml_backend_buffer_t)> {
+    let buft = extra_buffer_type("CPU_REPACK")?;
+    let a = root.new_tensor("repacked weight", Q8_0, [shape[0], shape[1], shape[2], 1]).unwrap();
+    // The buffer type takes a weight only where it has a layout for it
+    // (it answers through supports_op; probe with the real op below).
+    unsafe {
+        let size = sys::ggml_backend_buft_get_alloc_size(buft, a.as_ptr());
+        let buf = sys::ggml_backend_buft_alloc_buffer(buft, size);
+        assert!(!buf.is_null());
+        assert_eq!(sys::ggml_backend_tensor_alloc(buf, a.as_ptr(), sys::ggml_backend_buffer_get_base(buf)), sys::GGML_STATUS_SUCCESS);
+        if (*a.as_ptr()).extra.is_null() {
+            // No repacked layout for this shape or type here: plain tensor.
+            sys::ggml_backend_buffer_free(buf);
+            return None;
+        }
+        sys::ggml_backend_tensor_set(a.as_ptr(), bytes.as_ptr().cast(), 0, bytes.len());
+        Some((a, buf))
+    }
+}
+
+fn naive_mm(a: &[f32], k: usize, m: usize, b: &[f32], n: usize) -> Vec<f32> {
+    let mut out = vec![0f32; m * n];
+    for j in 0..n {
+        for i in 0..m {
+            let s: f64 = a[i * k..][..k].iter().zip(&b[j * k..][..k]).map(|(&x, &y)| x as f64 * y as f64).sum();
+            out[j * m + i] = s as f32;
+        }
+    }
+    out
+}
+
+/// `a = [k, m]` Q8_0 times f32 `b = [k, n, planes]`, repacked and not.
+fn check_mul_mat(seed: u64, k: usize, m: usize, n: usize, planes: usize) {
+    let mut rng = Rng::new(seed);
+    let av: Vec<f32> = rng.vec(k * m).iter().map(|x| x * 2.0).collect();
+    check_mul_mat_q(&mut rng, quantize(&av, k), k, m, n, planes, false);
+}
+
+/// The same with `a` given as Q8_0 bytes; `b` a view whose rows are
+/// padded (not contiguous) when `padded`.
+fn check_mul_mat_q(rng: &mut Rng, qa: Vec<u8>, k: usize, m: usize, n: usize, planes: usize, padded: bool) {
+    let be = backend();
+    let pad = if padded { 32 } else { 0 };
+    let bfull = rng.vec((k + pad) * n * planes);
+    let bv: Vec<f32> = bfull.chunks(k + pad).flat_map(|r| r[..k].to_vec()).collect();
+    let upload_b = |root: &Context, input: &mut Context| {
+        let t = upload(input, F32, &[(k + pad) as i64, n as i64, planes as i64], &bfull);
+        if padded { padded_rows(root, t, k as i64) } else { t }
+    };
+    let a_deq = dequantize(&qa, k * m);
+    let strict = naive_mm(&a_deq, k, m, &as_q8_0_operand(&bv, k), n * planes);
+    let what = format!("q8_0 [{k},{m}] x f32 [{k},{n},{planes}]{}", if padded { " (padded rows)" } else { "" });
+
+    let plain = {
+        let (mut root, mut input) = contexts(&be);
+        let a = input.from_bytes(Q8_0, &[k as i64, m as i64], &qa).unwrap();
+        let b = upload_b(&root, &mut input);
+        let c = root.mul_mat(a, b).unwrap();
+        eval(&mut root, c)
+    };
+    assert_close(&format!("{what} (default buffer)"), &plain, &strict, tol(k), 1e-5);
+
+    let (mut root, mut input) = contexts(&be);
+    let Some((a, buf)) = repacked_weight(&mut root, [k as i64, m as i64, 1], &qa) else {
+        assert!(!repacks_q8_0() || m % 16 != 0, "{what}: this CPU and build should repack Q8_0");
+        return;
+    };
+    let b = upload_b(&root, &mut input);
+    let c = root.mul_mat(a, b).unwrap();
+    let got = eval(&mut root, c);
+    eprintln!("{what}: repacked vs naive {:.2e}, vs default {:.2e}", max_diff(&got, &strict), max_diff(&got, &plain));
+    assert_close(&format!("{what} (repacked) vs dequant(a)·q8_0(b)"), &got, &strict, tol(k), 1e-5);
+    assert_bits_equal(&format!("{what} (repacked) vs default buffer"), &got, &plain);
+    drop(root);
+    drop(input);
+    unsafe { sys::ggml_backend_buffer_free(buf) };
+}
+
+/// The repacked kernel does the default kernels' arithmetic in the same
+/// order: the results must be the same floats, not merely close.
+fn assert_bits_equal(what: &str, got: &[f32], want: &[f32]) {
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        assert_eq!(g.to_bits(), w.to_bits(), "{what}: element {i}: got {g}, want {w}");
+    }
+}
+
+fn max_diff(a: &[f32], b: &[f32]) -> f32 {
+    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
+}
+
+#[test]
+fn q8_0_mul_mat_repacked_matches_default_and_reference() {
+    // Decode (1 row), the tile's tails (1-8 rows of b), several tiles and
+    // chunks, planes of b, K from one block to 1024, M from 16 to 256.
+    check_mul_mat(1, 32, 16, 1, 1);
+    check_mul_mat(2, 256, 64, 1, 1);
+    for (i, n) in [2usize, 3, 5, 7, 8, 9, 15, 17].into_iter().enumerate() {
+        check_mul_mat(10 + i as u64, 128, 32, n, 1);
+    }
+    check_mul_mat(20, 1024, 48, 70, 1);
+    check_mul_mat(21, 512, 256, 130, 1);
+    check_mul_mat(22, 64, 16, 5, 3);
+    // b's rows not contiguous.
+    check_mul_mat_q(&mut Rng::new(24), quantize(&Rng::new(25).vec(256 * 32), 256), 256, 32, 11, 2, true);
+    // Weights at -128, which ggml's quantizer never writes but a file may
+    // hold (the kernel stores them offset by 128, as 0).
+    let mut qa = quantize(&Rng::new(26).vec(128 * 16), 128);
+    for (i, blk) in qa.chunks_mut(34).enumerate() {
+        for j in (2 + i % 3..34).step_by(3) {
+            blk[j] = 0x80;
+        }
+    }
+    check_mul_mat_q(&mut Rng::new(27), qa, 128, 16, 6, 1, false);
+    // Rows not a multiple of 16: not repacked, the default kernels.
+    check_mul_mat(23, 64, 24, 9, 1);
+    assert!(!repacks_q8_0() || extra_buffer_type("CPU_REPACK").is_some());
+}
+
+/// Routing ids `[u, t]`: `u` experts of `e` per token, distinct unless
+/// `repeat` (a token naming one expert twice is valid input).
+fn route(rng: &mut Rng, e: usize, u: usize, t: usize, repeat: bool) -> Vec<i32> {
+    let mut ids = Vec::with_capacity(u * t);
+    for _ in 0..t {
+        let mut chosen: Vec<i32> = Vec::new();
+        while chosen.len() < u {
+            let x = (rng.next_u64() % e as u64) as i32;
+            if repeat || !chosen.contains(&x) {
+                chosen.push(x);
+            }
+        }
+        ids.extend(chosen);
+    }
+    ids
+}
+
+/// Experts `[k, m, e]` times `b = [k, nb, t]` routed by `ids = [u, t]`.
+#[allow(clippy::too_many_arguments)]
+fn check_mul_mat_id(seed: u64, k: usize, m: usize, e: usize, u: usize, nb: usize, t: usize, repeat: bool) {
+    let be = backend();
+    let mut rng = Rng::new(seed);
+    let av: Vec<f32> = rng.vec(k * m * e).iter().map(|x| x * 2.0).collect();
+    let bv = rng.vec(k * nb * t);
+    let ids = route(&mut rng, e, u, t, repeat);
+    let qa = quantize(&av, k);
+    let a_deq = dequantize(&qa, av.len());
+    let bq = as_q8_0_operand(&bv, k);
+    let mut strict = vec![0f32; m * u * t];
+    for tok in 0..t {
+        for s in 0..u {
+            let ex = ids[tok * u + s] as usize;
+            let col = naive_mm(&a_deq[ex * m * k..][..m * k], k, m, &bq[(tok * nb + s % nb) * k..][..k], 1);
+            strict[(tok * u + s) * m..][..m].copy_from_slice(&col);
+        }
+    }
+    let what = format!("q8_0 experts [{k},{m},{e}] x f32 [{k},{nb},{t}], {u} used");
+    let run = |root: &mut Context, input: &mut Context, a: Tensor| {
+        let b = upload(input, F32, &[k as i64, nb as i64, t as i64], &bv);
+        let i = upload_i32(input, &[u as i64, t as i64], &ids);
+        let c = root.mul_mat_id(a, b, i).unwrap();
+        eval(root, c)
+    };
+    let plain = {
+        let (mut root, mut input) = contexts(&be);
+        let a = input.from_bytes(Q8_0, &[k as i64, m as i64, e as i64], &qa).unwrap();
+        run(&mut root, &mut input, a)
+    };
+    assert_close(&format!("{what} (default buffer)"), &plain, &strict, tol(k), 1e-5);
+
+    let (mut root, mut input) = contexts(&be);
+    let Some((a, buf)) = repacked_weight(&mut root, [k as i64, m as i64, e as i64], &qa) else {
+        assert!(!repacks_q8_0() || m % 16 != 0, "{what}: this CPU and build should repack Q8_0");
+        return;
+    };
+    let got = run(&mut root, &mut input, a);
+    eprintln!("{what}: repacked vs naive {:.2e}, vs default {:.2e}", max_diff(&got, &strict), max_diff(&got, &plain));
+    assert_close(&format!("{what} (repacked) vs dequant(a)·q8_0(b)"), &got, &strict, tol(k), 1e-5);
+    assert_bits_equal(&format!("{what} (repacked) vs default buffer"), &got, &plain);
+    drop(root);
+    drop(input);
+    unsafe { sys::ggml_backend_buffer_free(buf) };
+}
+
+#[test]
+fn q8_0_mul_mat_id_repacked_matches_default_and_reference() {
+    // One token (decode), a batch with every expert busy, b broadcast over
+    // the used experts (nb 1) or one row per slot, a token naming one
+    // expert twice, experts left idle.
+    check_mul_mat_id(31, 64, 16, 4, 2, 1, 1, false);
+    check_mul_mat_id(32, 256, 32, 8, 4, 4, 37, false);
+    check_mul_mat_id(33, 128, 48, 16, 2, 1, 100, false);
+    check_mul_mat_id(34, 64, 16, 4, 3, 3, 9, true);
+    check_mul_mat_id(35, 512, 64, 32, 1, 1, 3, false);
+    check_mul_mat_id(36, 64, 8, 4, 2, 2, 5, false); // 8 rows: not repacked
+}
+
+/// An expert id out of range, computed in the graph (host ids are checked
+/// before compute), is an error from compute, as on the default path
+/// (scripts/patches/03-cpu-row-id-errors.sh); with the ids fixed, the same
+/// graph computes the right numbers.
+#[test]
+fn q8_0_mul_mat_id_repacked_bad_id_is_an_error() {
+    let be = backend();
+    let (k, m, e) = (64usize, 16usize, 4usize);
+    let mut rng = Rng::new(40);
+    let av = rng.vec(k * m * e);
+    let bv = rng.vec(k * 2);
+    let qa = quantize(&av, k);
+    let (mut root, mut input) = contexts(&be);
+    let Some((a, buf)) = repacked_weight(&mut root, [k as i64, m as i64, e as i64], &qa) else {
+        assert!(!repacks_q8_0());
+        return;
+    };
+    let b = upload(&mut input, F32, &[k as i64, 1, 2], &bv);
+    for bad in [4, -1, i32::MAX, i32::MIN] {
+        let ids = upload_i32(&mut input, &[1, 2], &[1, bad]);
+        let used = root.dup(ids).unwrap();
+        let out = root.mul_mat_id(a, b, used).unwrap();
+        let err = root.compute(&[out]).unwrap_err();
+        assert_eq!(err.kind, ErrorKind::Compute, "{}", err.message);
+        assert!(err.message.contains("mul_mat_id") && err.message.contains("out of range"), "{}", err.message);
+        data::write(ids, &[1i32, 3].iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<_>>(), "t").unwrap();
+        root.compute(&[out]).unwrap();
+        let got = data::read_f32(out, "t").unwrap();
+        let a_deq = dequantize(&qa, av.len());
+        let bq = as_q8_0_operand(&bv, k);
+        let mut want = naive_mm(&a_deq[m * k..][..m * k], k, m, &bq[..k], 1);
+        want.extend(naive_mm(&a_deq[3 * m * k..][..m * k], k, m, &bq[k..], 1));
+        assert_close("after fixing the ids", &got, &want, tol(k), 1e-5);
+    }
+    drop(root);
+    drop(input);
+    unsafe { sys::ggml_backend_buffer_free(buf) };
+}
