@@ -1,22 +1,25 @@
-//! Q8_0 weights in the CPU's repacking buffer type (ggml's CPU_REPACK),
-//! differential against the default buffer (ggml's vec_dot / tinyBLAS path)
-//! and a naive f64 reference, for mul_mat and mul_mat_id.
+//! Q8_0 and Q4_1 weights in the CPU's repacking buffer type (ggml's
+//! CPU_REPACK), differential against the default buffer (ggml's vec_dot /
+//! tinyBLAS path) and a naive f64 reference, for mul_mat and mul_mat_id.
 //!
-//! Where the build targets AVX-512 VNNI, Q8_0 matrices of 16k rows are
-//! repacked 16 rows at a time and multiplied by our kernel
-//! (scripts/patches/13-cpu-q8_0-r16.inc); elsewhere ggml keeps them as
-//! they are, and these tests check that path the same way.
+//! Where the build targets AVX-512 VNNI, such matrices of 16k rows are
+//! repacked 16 rows at a time and multiplied by our kernels
+//! (scripts/patches/13-cpu-r16.inc); elsewhere ggml keeps them as they
+//! are, and these tests check that path the same way.
 //!
 //! Tolerances (|got - want| <= atol + rtol*|want|):
-//! * against dequant(a)·dequant(q8_0(b)) with ggml-cpu's own quantizer (the
-//!   values both paths multiply): atol 1e-4·√K/8 + rtol 1e-5: each block's
-//!   integer sum is exact, only the f32 sums over blocks round (observed
-//!   at most 1.6e-5 at K = 1024, outputs O(20));
-//! * against the default buffer's result: bit-identical. The kernel sums
+//! * against dequant(a)·dequant(convert(b)) with ggml-cpu's own quantizer
+//!   of b (Q8_0 for Q8_0, Q8_1 for Q4_1: the values both paths multiply):
+//!   atol 1e-4·√K/8 + rtol 1e-5 for Q8_0, where each block's integer sum
+//!   is exact and only the f32 sums over blocks round (observed at most
+//!   1.6e-5 at K = 1024, outputs O(20)); for Q4_1 the reference takes the
+//!   activations' block sums as ggml does, as Q8_1 stores them (`s`, an
+//!   f16, times each row's min);
+//! * against the default buffer's result: bit-identical. The kernels sum
 //!   in the order of ggml's x86 kernels (tinyBLAS, vec_dot), which is what
-//!   keeps Q8_0 models' logits identical to llama.cpp's; an f32 sum in any
-//!   other order moves the logits of the parity models by up to 0.2 (a
-//!   rounding flip in one activation's Q8_0 quantization grows layer after
+//!   keeps the models' logits identical to llama.cpp's; an f32 sum in any
+//!   other order moves the logits of the Q8_0 parity models by up to 0.2
+//!   (a rounding flip in one activation's quantization grows layer after
 //!   layer).
 mod common;
 use common::*;
@@ -25,35 +28,83 @@ use ggml_rs::ml::{data, Context, ErrorKind, Tensor};
 use ggml_rs::sys;
 
 const Q8_0: u32 = sys::GGML_TYPE_Q8_0;
+const Q4_1: u32 = sys::GGML_TYPE_Q4_1;
+const Q8_1: u32 = sys::GGML_TYPE_Q8_1;
 
-fn quantize(vals: &[f32], k: usize) -> Vec<u8> {
+fn type_name(ty: u32) -> &'static str {
+    ggml_rs::ml::tensor::type_name(ty)
+}
+
+fn quantize(ty: u32, vals: &[f32], k: usize) -> Vec<u8> {
     let rows = vals.len() / k;
-    let mut out = vec![0u8; unsafe { sys::ggml_row_size(Q8_0, k as i64) } * rows];
-    let n = unsafe { sys::ggml_quantize_chunk(Q8_0, vals.as_ptr(), out.as_mut_ptr().cast(), 0, rows as i64, k as i64, std::ptr::null()) };
+    let mut out = vec![0u8; unsafe { sys::ggml_row_size(ty, k as i64) } * rows];
+    let n = unsafe { sys::ggml_quantize_chunk(ty, vals.as_ptr(), out.as_mut_ptr().cast(), 0, rows as i64, k as i64, std::ptr::null()) };
     assert_eq!(n, out.len());
     out
 }
 
-fn dequantize(bytes: &[u8], n: usize) -> Vec<f32> {
-    let to_float = unsafe { &*sys::ggml_get_type_traits(Q8_0) }.to_float.unwrap();
+fn dequantize(ty: u32, bytes: &[u8], n: usize) -> Vec<f32> {
+    if ty == Q8_1 {
+        // ggml has no to_float for Q8_1: {f16 d; f16 s; i8 qs[32]}, value d*qs[i].
+        return bytes
+            .chunks(36)
+            .flat_map(|b| {
+                let d = unsafe { sys::ggml_fp16_to_fp32(u16::from_le_bytes([b[0], b[1]])) };
+                b[4..].iter().map(move |&q| d * (q as i8) as f32)
+            })
+            .take(n)
+            .collect();
+    }
+    let to_float = unsafe { &*sys::ggml_get_type_traits(ty) }.to_float.unwrap();
     let mut out = vec![0f32; n];
     unsafe { to_float(bytes.as_ptr().cast(), out.as_mut_ptr(), n as i64) };
     out
 }
 
-/// f32 rows as ggml-cpu converts a right operand of a Q8_0 matrix (its own
-/// Q8_0 quantizer), back in f32.
-fn as_q8_0_operand(vals: &[f32], k: usize) -> Vec<f32> {
-    let from = unsafe { &*sys::ggml_get_type_traits_cpu(Q8_0) }.from_float.unwrap();
-    let row = unsafe { sys::ggml_row_size(Q8_0, k as i64) };
+/// f32 rows as ggml-cpu converts a right operand of a `ty` matrix (its own
+/// quantizer into the dot product's type), back in f32.
+fn as_operand(ty: u32, vals: &[f32], k: usize) -> Vec<f32> {
+    let vdt = unsafe { &*sys::ggml_get_type_traits_cpu(ty) }.vec_dot_type;
+    let from = unsafe { &*sys::ggml_get_type_traits_cpu(vdt) }.from_float.unwrap();
+    let row = unsafe { sys::ggml_row_size(vdt, k as i64) };
     let mut q = vec![0u8; row * (vals.len() / k)];
     for (r, chunk) in vals.chunks(k).enumerate() {
         unsafe { from(chunk.as_ptr(), q[r * row..].as_mut_ptr().cast(), k as i64) };
     }
-    dequantize(&q, vals.len())
+    dequantize(vdt, &q, vals.len())
 }
 
-fn tol(k: usize) -> f32 {
+/// What ggml computes, in f64: the dequantized weights (rows of `k` in
+/// `qa`) times b as converted (`as_operand`); for Q4_1 ggml takes each
+/// block's min times the activations' block sum as Q8_1 stores it (`s`, an
+/// f16 of d * sum(q)), so that term uses the stored `s` too.
+fn strict(ty: u32, qa: &[u8], k: usize, m: usize, bv: &[f32], n: usize) -> Vec<f32> {
+    let a_deq = dequantize(ty, qa, k * m);
+    let mut out = naive_mm(&a_deq, k, m, &as_operand(ty, bv, k), n);
+    if ty == Q4_1 {
+        let from = unsafe { &*sys::ggml_get_type_traits_cpu(Q8_1) }.from_float.unwrap();
+        let f16 = |b: &[u8]| unsafe { sys::ggml_fp16_to_fp32(u16::from_le_bytes([b[0], b[1]])) } as f64;
+        let nb = k / 32;
+        for j in 0..n {
+            let mut q = vec![0u8; 36 * nb];
+            unsafe { from(bv[j * k..].as_ptr(), q.as_mut_ptr().cast(), k as i64) };
+            for i in 0..m {
+                let mut fix = 0f64;
+                for b in 0..nb {
+                    let (wb, ab) = (&qa[(i * nb + b) * 20..][..20], &q[b * 36..][..36]);
+                    let sum_q: f64 = ab[4..].iter().map(|&x| (x as i8) as f64).sum();
+                    // min * (stored s - d * sum(q))
+                    fix += f16(&wb[2..]) * (f16(&ab[2..]) - f16(ab) * sum_q);
+                }
+                out[j * m + i] = (out[j * m + i] as f64 + fix) as f32;
+            }
+        }
+    }
+    out
+}
+
+fn tol(ty: u32, k: usize) -> f32 {
+    let _ = ty;
     1e-4 * (k as f32).sqrt() / 8.0
 }
 
@@ -77,17 +128,18 @@ fn extra_buffer_type(name: &str) -> Option<sys::ggml_backend_buffer_type_t> {
     }
 }
 
-/// Whether this build and CPU repack Q8_0 (our AVX-512 VNNI kernel).
-fn repacks_q8_0() -> bool {
+/// Whether this build and CPU repack Q8_0 and Q4_1 (our AVX-512 VNNI
+/// kernels).
+fn repacks() -> bool {
     let vnni = unsafe { sys::ggml_cpu_has_avx512_vnni() } != 0 && unsafe { sys::ggml_cpu_has_avx512() } != 0;
     vnni && cfg!(feature = "native")
 }
 
 /// A weight of `shape` in the repacking buffer (when the buffer type takes
 /// it) holding `bytes`; the buffer is freed by the caller.
-fn repacked_weight(root: &mut Context, shape: [i64; 3], bytes: &[u8]) -> Option<(Tensor, sys::ggml_backend_buffer_t)> {
+fn repacked_weight(root: &mut Context, ty: u32, shape: [i64; 3], bytes: &[u8]) -> Option<(Tensor, sys::ggml_backend_buffer_t)> {
     let buft = extra_buffer_type("CPU_REPACK")?;
-    let a = root.new_tensor("repacked weight", Q8_0, [shape[0], shape[1], shape[2], 1]).unwrap();
+    let a = root.new_tensor("repacked weight", ty, [shape[0], shape[1], shape[2], 1]).unwrap();
     // The buffer type takes a weight only where it has a layout for it
     // (it answers through supports_op; probe with the real op below).
     unsafe {
@@ -116,16 +168,17 @@ fn naive_mm(a: &[f32], k: usize, m: usize, b: &[f32], n: usize) -> Vec<f32> {
     out
 }
 
-/// `a = [k, m]` Q8_0 times f32 `b = [k, n, planes]`, repacked and not.
-fn check_mul_mat(seed: u64, k: usize, m: usize, n: usize, planes: usize) {
+/// `a = [k, m]` of type `ty` times f32 `b = [k, n, planes]`, repacked and not.
+fn check_mul_mat(ty: u32, seed: u64, k: usize, m: usize, n: usize, planes: usize) {
     let mut rng = Rng::new(seed);
     let av: Vec<f32> = rng.vec(k * m).iter().map(|x| x * 2.0).collect();
-    check_mul_mat_q(&mut rng, quantize(&av, k), k, m, n, planes, false);
+    check_mul_mat_q(ty, &mut rng, quantize(ty, &av, k), k, m, n, planes, false);
 }
 
-/// The same with `a` given as Q8_0 bytes; `b` a view whose rows are
-/// padded (not contiguous) when `padded`.
-fn check_mul_mat_q(rng: &mut Rng, qa: Vec<u8>, k: usize, m: usize, n: usize, planes: usize, padded: bool) {
+/// The same with `a` given as bytes; `b` a view whose rows are padded (not
+/// contiguous) when `padded`.
+#[allow(clippy::too_many_arguments)]
+fn check_mul_mat_q(ty: u32, rng: &mut Rng, qa: Vec<u8>, k: usize, m: usize, n: usize, planes: usize, padded: bool) {
     let be = backend();
     let pad = if padded { 32 } else { 0 };
     let bfull = rng.vec((k + pad) * n * planes);
@@ -134,29 +187,28 @@ fn check_mul_mat_q(rng: &mut Rng, qa: Vec<u8>, k: usize, m: usize, n: usize, pla
         let t = upload(input, F32, &[(k + pad) as i64, n as i64, planes as i64], &bfull);
         if padded { padded_rows(root, t, k as i64) } else { t }
     };
-    let a_deq = dequantize(&qa, k * m);
-    let strict = naive_mm(&a_deq, k, m, &as_q8_0_operand(&bv, k), n * planes);
-    let what = format!("q8_0 [{k},{m}] x f32 [{k},{n},{planes}]{}", if padded { " (padded rows)" } else { "" });
+    let want = strict(ty, &qa, k, m, &bv, n * planes);
+    let what = format!("{} [{k},{m}] x f32 [{k},{n},{planes}]{}", type_name(ty), if padded { " (padded rows)" } else { "" });
 
     let plain = {
         let (mut root, mut input) = contexts(&be);
-        let a = input.from_bytes(Q8_0, &[k as i64, m as i64], &qa).unwrap();
+        let a = input.from_bytes(ty, &[k as i64, m as i64], &qa).unwrap();
         let b = upload_b(&root, &mut input);
         let c = root.mul_mat(a, b).unwrap();
         eval(&mut root, c)
     };
-    assert_close(&format!("{what} (default buffer)"), &plain, &strict, tol(k), 1e-5);
+    assert_close(&format!("{what} (default buffer)"), &plain, &want, tol(ty, k), 1e-5);
 
     let (mut root, mut input) = contexts(&be);
-    let Some((a, buf)) = repacked_weight(&mut root, [k as i64, m as i64, 1], &qa) else {
-        assert!(!repacks_q8_0() || m % 16 != 0, "{what}: this CPU and build should repack Q8_0");
+    let Some((a, buf)) = repacked_weight(&mut root, ty, [k as i64, m as i64, 1], &qa) else {
+        assert!(!repacks() || m % 16 != 0, "{what}: this CPU and build should repack it");
         return;
     };
     let b = upload_b(&root, &mut input);
     let c = root.mul_mat(a, b).unwrap();
     let got = eval(&mut root, c);
-    eprintln!("{what}: repacked vs naive {:.2e}, vs default {:.2e}", max_diff(&got, &strict), max_diff(&got, &plain));
-    assert_close(&format!("{what} (repacked) vs dequant(a)·q8_0(b)"), &got, &strict, tol(k), 1e-5);
+    eprintln!("{what}: repacked vs naive {:.2e}, vs default {:.2e}", max_diff(&got, &want), max_diff(&got, &plain));
+    assert_close(&format!("{what} (repacked) vs dequant(a)·convert(b)"), &got, &want, tol(ty, k), 1e-5);
     assert_bits_equal(&format!("{what} (repacked) vs default buffer"), &got, &plain);
     drop(root);
     drop(input);
@@ -177,31 +229,41 @@ fn max_diff(a: &[f32], b: &[f32]) -> f32 {
 }
 
 #[test]
-fn q8_0_mul_mat_repacked_matches_default_and_reference() {
-    // Decode (1 row), the tile's tails (1-8 rows of b), several tiles and
-    // chunks, planes of b, K from one block to 1024, M from 16 to 256.
-    check_mul_mat(1, 32, 16, 1, 1);
-    check_mul_mat(2, 256, 64, 1, 1);
-    for (i, n) in [2usize, 3, 5, 7, 8, 9, 15, 17].into_iter().enumerate() {
-        check_mul_mat(10 + i as u64, 128, 32, n, 1);
+fn mul_mat_repacked_matches_default_and_reference() {
+    for ty in [Q8_0, Q4_1] {
+        // Decode (1 row), the tiles' tails (1-17 rows of b), several tiles
+        // and chunks, planes of b, K from one block to 1024, M 16 to 256.
+        check_mul_mat(ty, 1, 32, 16, 1, 1);
+        check_mul_mat(ty, 2, 256, 64, 1, 1);
+        for (i, n) in [2usize, 3, 5, 7, 8, 9, 15, 17].into_iter().enumerate() {
+            check_mul_mat(ty, 10 + i as u64, 128, 32, n, 1);
+        }
+        check_mul_mat(ty, 20, 1024, 48, 70, 1);
+        check_mul_mat(ty, 21, 512, 256, 130, 1);
+        check_mul_mat(ty, 22, 64, 16, 5, 3);
+        // b's rows not contiguous.
+        check_mul_mat_q(ty, &mut Rng::new(24), quantize(ty, &Rng::new(25).vec(256 * 32), 256), 256, 32, 11, 2, true);
+        // Rows not a multiple of 16: not repacked, the default kernels.
+        check_mul_mat(ty, 23, 64, 24, 9, 1);
     }
-    check_mul_mat(20, 1024, 48, 70, 1);
-    check_mul_mat(21, 512, 256, 130, 1);
-    check_mul_mat(22, 64, 16, 5, 3);
-    // b's rows not contiguous.
-    check_mul_mat_q(&mut Rng::new(24), quantize(&Rng::new(25).vec(256 * 32), 256), 256, 32, 11, 2, true);
-    // Weights at -128, which ggml's quantizer never writes but a file may
-    // hold (the kernel stores them offset by 128, as 0).
-    let mut qa = quantize(&Rng::new(26).vec(128 * 16), 128);
+    // Q8_0 weights at -128, which ggml's quantizer never writes but a file
+    // may hold (the kernel stores them offset by 128, as 0).
+    let mut qa = quantize(Q8_0, &Rng::new(26).vec(128 * 16), 128);
     for (i, blk) in qa.chunks_mut(34).enumerate() {
         for j in (2 + i % 3..34).step_by(3) {
             blk[j] = 0x80;
         }
     }
-    check_mul_mat_q(&mut Rng::new(27), qa, 128, 16, 6, 1, false);
-    // Rows not a multiple of 16: not repacked, the default kernels.
-    check_mul_mat(23, 64, 24, 9, 1);
-    assert!(!repacks_q8_0() || extra_buffer_type("CPU_REPACK").is_some());
+    check_mul_mat_q(Q8_0, &mut Rng::new(27), qa, 128, 16, 6, 1, false);
+    // Q4_1 with every nibble value in every position, and negative mins.
+    let mut qa = quantize(Q4_1, &Rng::new(28).vec(128 * 16).iter().map(|x| x - 0.5).collect::<Vec<_>>(), 128);
+    for (i, blk) in qa.chunks_mut(20).enumerate() {
+        for j in 4..20 {
+            blk[j] = ((i * 7 + j * 13) % 256) as u8;
+        }
+    }
+    check_mul_mat_q(Q4_1, &mut Rng::new(29), qa, 128, 16, 6, 1, false);
+    assert!(!repacks() || extra_buffer_type("CPU_REPACK").is_some());
 }
 
 /// Routing ids `[u, t]`: `u` experts of `e` per token, distinct unless
@@ -223,24 +285,23 @@ fn route(rng: &mut Rng, e: usize, u: usize, t: usize, repeat: bool) -> Vec<i32> 
 
 /// Experts `[k, m, e]` times `b = [k, nb, t]` routed by `ids = [u, t]`.
 #[allow(clippy::too_many_arguments)]
-fn check_mul_mat_id(seed: u64, k: usize, m: usize, e: usize, u: usize, nb: usize, t: usize, repeat: bool) {
+fn check_mul_mat_id(ty: u32, seed: u64, k: usize, m: usize, e: usize, u: usize, nb: usize, t: usize, repeat: bool) {
     let be = backend();
     let mut rng = Rng::new(seed);
     let av: Vec<f32> = rng.vec(k * m * e).iter().map(|x| x * 2.0).collect();
     let bv = rng.vec(k * nb * t);
     let ids = route(&mut rng, e, u, t, repeat);
-    let qa = quantize(&av, k);
-    let a_deq = dequantize(&qa, av.len());
-    let bq = as_q8_0_operand(&bv, k);
-    let mut strict = vec![0f32; m * u * t];
+    let qa = quantize(ty, &av, k);
+    let mut want = vec![0f32; m * u * t];
     for tok in 0..t {
         for s in 0..u {
             let ex = ids[tok * u + s] as usize;
-            let col = naive_mm(&a_deq[ex * m * k..][..m * k], k, m, &bq[(tok * nb + s % nb) * k..][..k], 1);
-            strict[(tok * u + s) * m..][..m].copy_from_slice(&col);
+            let row = unsafe { sys::ggml_row_size(ty, k as i64) };
+            let col = strict(ty, &qa[ex * m * row..][..m * row], k, m, &bv[(tok * nb + s % nb) * k..][..k], 1);
+            want[(tok * u + s) * m..][..m].copy_from_slice(&col);
         }
     }
-    let what = format!("q8_0 experts [{k},{m},{e}] x f32 [{k},{nb},{t}], {u} used");
+    let what = format!("{} experts [{k},{m},{e}] x f32 [{k},{nb},{t}], {u} used", type_name(ty));
     let run = |root: &mut Context, input: &mut Context, a: Tensor| {
         let b = upload(input, F32, &[k as i64, nb as i64, t as i64], &bv);
         let i = upload_i32(input, &[u as i64, t as i64], &ids);
@@ -249,19 +310,19 @@ fn check_mul_mat_id(seed: u64, k: usize, m: usize, e: usize, u: usize, nb: usize
     };
     let plain = {
         let (mut root, mut input) = contexts(&be);
-        let a = input.from_bytes(Q8_0, &[k as i64, m as i64, e as i64], &qa).unwrap();
+        let a = input.from_bytes(ty, &[k as i64, m as i64, e as i64], &qa).unwrap();
         run(&mut root, &mut input, a)
     };
-    assert_close(&format!("{what} (default buffer)"), &plain, &strict, tol(k), 1e-5);
+    assert_close(&format!("{what} (default buffer)"), &plain, &want, tol(ty, k), 1e-5);
 
     let (mut root, mut input) = contexts(&be);
-    let Some((a, buf)) = repacked_weight(&mut root, [k as i64, m as i64, e as i64], &qa) else {
-        assert!(!repacks_q8_0() || m % 16 != 0, "{what}: this CPU and build should repack Q8_0");
+    let Some((a, buf)) = repacked_weight(&mut root, ty, [k as i64, m as i64, e as i64], &qa) else {
+        assert!(!repacks() || m % 16 != 0, "{what}: this CPU and build should repack it");
         return;
     };
     let got = run(&mut root, &mut input, a);
-    eprintln!("{what}: repacked vs naive {:.2e}, vs default {:.2e}", max_diff(&got, &strict), max_diff(&got, &plain));
-    assert_close(&format!("{what} (repacked) vs dequant(a)·q8_0(b)"), &got, &strict, tol(k), 1e-5);
+    eprintln!("{what}: repacked vs naive {:.2e}, vs default {:.2e}", max_diff(&got, &want), max_diff(&got, &plain));
+    assert_close(&format!("{what} (repacked) vs dequant(a)·convert(b)"), &got, &want, tol(ty, k), 1e-5);
     assert_bits_equal(&format!("{what} (repacked) vs default buffer"), &got, &plain);
     drop(root);
     drop(input);
@@ -269,16 +330,18 @@ fn check_mul_mat_id(seed: u64, k: usize, m: usize, e: usize, u: usize, nb: usize
 }
 
 #[test]
-fn q8_0_mul_mat_id_repacked_matches_default_and_reference() {
-    // One token (decode), a batch with every expert busy, b broadcast over
-    // the used experts (nb 1) or one row per slot, a token naming one
-    // expert twice, experts left idle.
-    check_mul_mat_id(31, 64, 16, 4, 2, 1, 1, false);
-    check_mul_mat_id(32, 256, 32, 8, 4, 4, 37, false);
-    check_mul_mat_id(33, 128, 48, 16, 2, 1, 100, false);
-    check_mul_mat_id(34, 64, 16, 4, 3, 3, 9, true);
-    check_mul_mat_id(35, 512, 64, 32, 1, 1, 3, false);
-    check_mul_mat_id(36, 64, 8, 4, 2, 2, 5, false); // 8 rows: not repacked
+fn mul_mat_id_repacked_matches_default_and_reference() {
+    for ty in [Q8_0, Q4_1] {
+        // One token (decode), a batch with every expert busy, b broadcast
+        // over the used experts (nb 1) or one row per slot, a token naming
+        // one expert twice, experts left idle.
+        check_mul_mat_id(ty, 31, 64, 16, 4, 2, 1, 1, false);
+        check_mul_mat_id(ty, 32, 256, 32, 8, 4, 4, 37, false);
+        check_mul_mat_id(ty, 33, 128, 48, 16, 2, 1, 100, false);
+        check_mul_mat_id(ty, 34, 64, 16, 4, 3, 3, 9, true);
+        check_mul_mat_id(ty, 35, 512, 64, 32, 1, 1, 3, false);
+        check_mul_mat_id(ty, 36, 64, 8, 4, 2, 2, 5, false); // 8 rows: not repacked
+    }
 }
 
 /// An expert id out of range, computed in the graph (host ids are checked
@@ -286,16 +349,16 @@ fn q8_0_mul_mat_id_repacked_matches_default_and_reference() {
 /// (scripts/patches/03-cpu-row-id-errors.sh); with the ids fixed, the same
 /// graph computes the right numbers.
 #[test]
-fn q8_0_mul_mat_id_repacked_bad_id_is_an_error() {
+fn mul_mat_id_repacked_bad_id_is_an_error() {
     let be = backend();
     let (k, m, e) = (64usize, 16usize, 4usize);
     let mut rng = Rng::new(40);
     let av = rng.vec(k * m * e);
     let bv = rng.vec(k * 2);
-    let qa = quantize(&av, k);
+    let qa = quantize(Q8_0, &av, k);
     let (mut root, mut input) = contexts(&be);
-    let Some((a, buf)) = repacked_weight(&mut root, [k as i64, m as i64, e as i64], &qa) else {
-        assert!(!repacks_q8_0());
+    let Some((a, buf)) = repacked_weight(&mut root, Q8_0, [k as i64, m as i64, e as i64], &qa) else {
+        assert!(!repacks());
         return;
     };
     let b = upload(&mut input, F32, &[k as i64, 1, 2], &bv);
@@ -309,11 +372,11 @@ fn q8_0_mul_mat_id_repacked_bad_id_is_an_error() {
         data::write(ids, &[1i32, 3].iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<_>>(), "t").unwrap();
         root.compute(&[out]).unwrap();
         let got = data::read_f32(out, "t").unwrap();
-        let a_deq = dequantize(&qa, av.len());
-        let bq = as_q8_0_operand(&bv, k);
+        let a_deq = dequantize(Q8_0, &qa, av.len());
+        let bq = as_operand(Q8_0, &bv, k);
         let mut want = naive_mm(&a_deq[m * k..][..m * k], k, m, &bq[..k], 1);
         want.extend(naive_mm(&a_deq[3 * m * k..][..m * k], k, m, &bq[k..], 1));
-        assert_close("after fixing the ids", &got, &want, tol(k), 1e-5);
+        assert_close("after fixing the ids", &got, &want, tol(Q8_0, k), 1e-5);
     }
     drop(root);
     drop(input);
