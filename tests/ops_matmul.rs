@@ -350,27 +350,6 @@ fn quantized_k_quants() {
     check_quantized(sys::GGML_TYPE_Q4_K, 47, 256, 8, 3, 1);
 }
 
-/// The AMX buffer type, if this build and CPU have one.
-fn amx_buffer_type() -> Option<sys::ggml_backend_buffer_type_t> {
-    unsafe {
-        let reg = sys::ggml_backend_cpu_reg();
-        let f = sys::ggml_backend_reg_get_proc_address(reg, c"ggml_backend_dev_get_extra_bufts".as_ptr());
-        if f.is_null() {
-            return None;
-        }
-        let f: sys::ggml_backend_dev_get_extra_bufts_t = std::mem::transmute(f);
-        let mut p = (f.unwrap())(sys::ggml_backend_reg_dev_get(reg, 0));
-        while !p.is_null() && !(*p).is_null() {
-            let name = std::ffi::CStr::from_ptr(sys::ggml_backend_buft_name(*p)).to_string_lossy();
-            if name == "AMX" {
-                return Some(*p);
-            }
-            p = p.add(1);
-        }
-        None
-    }
-}
-
 /// Q8_0 a=[256,64] times f32 b=[256,32]: the shape that reaches ggml's AMX
 /// int8 tile kernel (N=32 rows, K a multiple of 32, M a multiple of 32).
 /// GCC 12 miscompiled its tile configuration (SIGILL at the first tile load);
@@ -402,7 +381,7 @@ fn q8_0_amx_shape_batch_32() {
     }
 
     let has_amx = unsafe { sys::ggml_cpu_has_amx_int8() } != 0;
-    let Some(amx) = amx_buffer_type() else {
+    let Some(amx) = extra_buffer_type("AMX") else {
         eprintln!("note: no AMX buffer type (ggml_cpu_has_amx_int8 = {has_amx}); the AMX kernel was not exercised");
         assert!(!has_amx, "ggml reports AMX int8 but exposes no AMX buffer type");
         return;

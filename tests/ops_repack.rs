@@ -108,26 +108,6 @@ fn tol(ty: u32, k: usize) -> f32 {
     1e-4 * (k as f32).sqrt() / 8.0
 }
 
-/// The CPU device's extra buffer type named `name`, if this build has it.
-fn extra_buffer_type(name: &str) -> Option<sys::ggml_backend_buffer_type_t> {
-    unsafe {
-        let reg = sys::ggml_backend_cpu_reg();
-        let f = sys::ggml_backend_reg_get_proc_address(reg, c"ggml_backend_dev_get_extra_bufts".as_ptr());
-        if f.is_null() {
-            return None;
-        }
-        let f: sys::ggml_backend_dev_get_extra_bufts_t = std::mem::transmute(f);
-        let mut p = (f.unwrap())(sys::ggml_backend_reg_dev_get(reg, 0));
-        while !p.is_null() && !(*p).is_null() {
-            if std::ffi::CStr::from_ptr(sys::ggml_backend_buft_name(*p)).to_str() == Ok(name) {
-                return Some(*p);
-            }
-            p = p.add(1);
-        }
-        None
-    }
-}
-
 /// Whether this build and CPU repack Q8_0 and Q4_1 (our AVX-512 VNNI
 /// kernels).
 fn repacks() -> bool {
@@ -207,12 +187,18 @@ fn check_mul_mat_q(ty: u32, rng: &mut Rng, qa: Vec<u8>, k: usize, m: usize, n: u
     let b = upload_b(&root, &mut input);
     let c = root.mul_mat(a, b).unwrap();
     let got = eval(&mut root, c);
-    eprintln!("{what}: repacked vs naive {:.2e}, vs default {:.2e}", max_diff(&got, &want), max_diff(&got, &plain));
-    assert_close(&format!("{what} (repacked) vs dequant(a)·convert(b)"), &got, &want, tol(ty, k), 1e-5);
-    assert_bits_equal(&format!("{what} (repacked) vs default buffer"), &got, &plain);
+    check_repacked(&what, &got, &want, &plain, tol(ty, k));
     drop(root);
     drop(input);
     unsafe { sys::ggml_backend_buffer_free(buf) };
+}
+
+/// The repacked result against the reference (within `atol`) and the
+/// default buffer's (the same floats).
+fn check_repacked(what: &str, got: &[f32], want: &[f32], plain: &[f32], atol: f32) {
+    eprintln!("{what}: repacked vs naive {:.2e}, vs default {:.2e}", max_diff(got, want), max_diff(got, plain));
+    assert_close(&format!("{what} (repacked) vs dequant(a)·convert(b)"), got, want, atol, 1e-5);
+    assert_bits_equal(&format!("{what} (repacked) vs default buffer"), got, plain);
 }
 
 /// The repacked kernel does the default kernels' arithmetic in the same
@@ -321,9 +307,7 @@ fn check_mul_mat_id(ty: u32, seed: u64, k: usize, m: usize, e: usize, u: usize, 
         return;
     };
     let got = run(&mut root, &mut input, a);
-    eprintln!("{what}: repacked vs naive {:.2e}, vs default {:.2e}", max_diff(&got, &want), max_diff(&got, &plain));
-    assert_close(&format!("{what} (repacked) vs dequant(a)·convert(b)"), &got, &want, tol(ty, k), 1e-5);
-    assert_bits_equal(&format!("{what} (repacked) vs default buffer"), &got, &plain);
+    check_repacked(&what, &got, &want, &plain, tol(ty, k));
     drop(root);
     drop(input);
     unsafe { sys::ggml_backend_buffer_free(buf) };

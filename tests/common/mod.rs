@@ -130,3 +130,24 @@ pub mod server;
 
 /// The RPC protocol's command ids and sizes.
 pub mod protocol;
+
+/// The CPU device's extra buffer type named `name` (CPU_REPACK, AMX, ...),
+/// if this build and CPU have it.
+pub fn extra_buffer_type(name: &str) -> Option<sys::ggml_backend_buffer_type_t> {
+    unsafe {
+        let reg = sys::ggml_backend_cpu_reg();
+        let f = sys::ggml_backend_reg_get_proc_address(reg, c"ggml_backend_dev_get_extra_bufts".as_ptr());
+        if f.is_null() {
+            return None;
+        }
+        let f: sys::ggml_backend_dev_get_extra_bufts_t = std::mem::transmute(f);
+        let mut p = (f.unwrap())(sys::ggml_backend_reg_dev_get(reg, 0));
+        while !p.is_null() && !(*p).is_null() {
+            if std::ffi::CStr::from_ptr(sys::ggml_backend_buft_name(*p)).to_str() == Ok(name) {
+                return Some(*p);
+            }
+            p = p.add(1);
+        }
+        None
+    }
+}
