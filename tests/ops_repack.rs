@@ -244,8 +244,8 @@ fn mul_mat_repacked_matches_default_and_reference() {
     // Q4_1 with every nibble value in every position, and negative mins.
     let mut qa = quantize(Q4_1, &Rng::new(28).vec(128 * 16).iter().map(|x| x - 0.5).collect::<Vec<_>>(), 128);
     for (i, blk) in qa.chunks_mut(20).enumerate() {
-        for j in 4..20 {
-            blk[j] = ((i * 7 + j * 13) % 256) as u8;
+        for (j, q) in blk.iter_mut().enumerate().skip(4) {
+            *q = ((i * 7 + j * 13) % 256) as u8;
         }
     }
     check_mul_mat_q(Q4_1, &mut Rng::new(29), qa, 128, 16, 6, 1, false);
