@@ -499,6 +499,28 @@ fn concat_matches_reference() {
     }
 }
 
+/// Concatenation along dim 0 of a state with a transposed input, the
+/// short convolutions' case, at sizes that take the CPU's 16 x 16 tiles
+/// (scripts/patches/14-cpu-concat-rows.sh) and leave rows and columns
+/// over: exact, as any copy.
+#[test]
+fn concat_of_transposed_rows_matches_reference() {
+    let b = backend();
+    let mut rng = Rng::new(44);
+    for (cols, rows, planes) in [(21usize, 37usize, 2usize), (512, 64, 1), (16, 16, 1), (3, 40, 3)] {
+        let (mut root, mut input) = fresh(&b);
+        let state = Arr::rand(&mut rng, [3, rows, planes, 1], F32);
+        let x = Arr::rand(&mut rng, [cols, rows, planes, 1], F32);
+        let xs = state.upload(&mut input, F32);
+        // x's memory is [rows, cols, planes]: viewed transposed, dim 0
+        // has a stride of `rows` floats and dim 1 is contiguous.
+        let xt = permuted_view(&mut root, &mut input, F32, &x, [1, 0, 2, 3]);
+        assert_eq!(xt.nb()[1], 4, "dim 1 of the view is contiguous");
+        let c = root.concat(xs, xt, 0).unwrap();
+        assert_eq!(get(&mut root, c), ref_concat(&state, &x, 0), "cols {cols} rows {rows} planes {planes}");
+    }
+}
+
 #[test]
 fn repeat_matches_reference() {
     let b = backend();

@@ -87,6 +87,42 @@ fn ssm_conv_matches_reference() {
     }
 }
 
+/// ggml's CPU ssm_conv computes each output as the f32 chain
+/// `acc = fma(sx, c, acc)` from 0 over the taps (its scalar loop as GCC
+/// contracts it), and our blocked AVX-512 version
+/// (scripts/patches/17-cpu-ssm-conv-blocks.sh) must give the same floats:
+/// compared bit for bit, at sizes that mix 16 x 16 blocks with channels
+/// and tokens left over, split over two threads. (On a CPU without FMA the
+/// compiler cannot contract, and only the tolerance above applies.)
+#[test]
+fn ssm_conv_is_the_fma_chain_exactly() {
+    if unsafe { sys::ggml_cpu_has_fma() } == 0 {
+        eprintln!("note: no FMA on this CPU; ssm_conv's exact order not checked");
+        return;
+    }
+    let b = backend();
+    let mut rng = Rng::new(12);
+    for (width, channels, n_tokens, n_seqs) in [(4, 37, 40, 2), (3, 64, 200, 1), (4, 2048, 17, 1)] {
+        let (mut root, mut input) = contexts(&b);
+        let cols = width - 1 + n_tokens;
+        let sxv = rng.vec(cols * channels * n_seqs);
+        let cv = rng.vec(width * channels);
+        let sx = upload(&mut input, F32, &[cols as i64, channels as i64, n_seqs as i64], &sxv);
+        let c = upload(&mut input, F32, &[width as i64, channels as i64], &cv);
+        let out = root.ssm_conv(sx, c).expect("ssm_conv");
+        let got = eval(&mut root, out);
+        for s in 0..n_seqs {
+            for t in 0..n_tokens {
+                for ch in 0..channels {
+                    let want = (0..width).fold(0f32, |acc, i| sxv[t + i + cols * (ch + channels * s)].mul_add(cv[i + width * ch], acc));
+                    let g = got[ch + channels * (t + n_tokens * s)];
+                    assert_eq!(g.to_bits(), want.to_bits(), "w={width} C={channels} T={n_tokens}: channel {ch} token {t} seq {s}: {g} vs {want}");
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn ssm_conv_takes_strided_sequences_and_kernel_rows() {
     // sx: a view whose sequences are not adjacent (dims 0 and 1 packed, as
