@@ -58,6 +58,17 @@ fn conv_ref(sx: &[f32], c: &[f32], width: usize, channels: usize, n_tokens: usiz
     out
 }
 
+/// Random sx `[w-1+T, C, n]` and c `[w, C]`, uploaded, and their ssm_conv.
+fn random_conv(rng: &mut Rng, root: &mut Context, input: &mut Context, width: usize, channels: usize, n_tokens: usize, n_seqs: usize) -> (Vec<f32>, Vec<f32>, Tensor) {
+    let cols = width - 1 + n_tokens;
+    let sxv = rng.vec(cols * channels * n_seqs);
+    let cv = rng.vec(width * channels);
+    let sx = upload(input, F32, &[cols as i64, channels as i64, n_seqs as i64], &sxv);
+    let c = upload(input, F32, &[width as i64, channels as i64], &cv);
+    let out = root.ssm_conv(sx, c).expect("ssm_conv");
+    (sxv, cv, out)
+}
+
 /// f32 dot products of `width` (<= 4) terms of magnitude <= 1: error below
 /// 4 · 4 · 2^-24 ≈ 1e-6 in the worst case; largest seen 7.7e-8. 1e-6
 /// absolute allowed.
@@ -70,11 +81,7 @@ fn ssm_conv_matches_reference() {
     for (width, channels, n_tokens, n_seqs) in [(4, 5, 1, 1), (4, 24, 7, 2), (2, 3, 64, 3), (3, 64, 200, 1)] {
         let (mut root, mut input) = contexts(&b);
         let cols = width - 1 + n_tokens;
-        let sxv = rng.vec(cols * channels * n_seqs);
-        let cv = rng.vec(width * channels);
-        let sx = upload(&mut input, F32, &[cols as i64, channels as i64, n_seqs as i64], &sxv);
-        let c = upload(&mut input, F32, &[width as i64, channels as i64], &cv);
-        let out = root.ssm_conv(sx, c).expect("ssm_conv");
+        let (sxv, cv, out) = random_conv(&mut rng, &mut root, &mut input, width, channels, n_tokens, n_seqs);
         assert_eq!(out.ne(), [channels as i64, n_tokens as i64, n_seqs as i64, 1]);
         let got = eval(&mut root, out);
         close(
@@ -105,11 +112,7 @@ fn ssm_conv_is_the_fma_chain_exactly() {
     for (width, channels, n_tokens, n_seqs) in [(4, 37, 40, 2), (3, 64, 200, 1), (4, 2048, 17, 1)] {
         let (mut root, mut input) = contexts(&b);
         let cols = width - 1 + n_tokens;
-        let sxv = rng.vec(cols * channels * n_seqs);
-        let cv = rng.vec(width * channels);
-        let sx = upload(&mut input, F32, &[cols as i64, channels as i64, n_seqs as i64], &sxv);
-        let c = upload(&mut input, F32, &[width as i64, channels as i64], &cv);
-        let out = root.ssm_conv(sx, c).expect("ssm_conv");
+        let (sxv, cv, out) = random_conv(&mut rng, &mut root, &mut input, width, channels, n_tokens, n_seqs);
         let got = eval(&mut root, out);
         for s in 0..n_seqs {
             for t in 0..n_tokens {
