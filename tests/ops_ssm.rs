@@ -80,7 +80,6 @@ fn ssm_conv_matches_reference() {
     let mut rng = Rng::new(11);
     for (width, channels, n_tokens, n_seqs) in [(4, 5, 1, 1), (4, 24, 7, 2), (2, 3, 64, 3), (3, 64, 200, 1)] {
         let (mut root, mut input) = contexts(&b);
-        let cols = width - 1 + n_tokens;
         let (sxv, cv, out) = random_conv(&mut rng, &mut root, &mut input, width, channels, n_tokens, n_seqs);
         assert_eq!(out.ne(), [channels as i64, n_tokens as i64, n_seqs as i64, 1]);
         let got = eval(&mut root, out);
