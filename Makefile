@@ -97,7 +97,7 @@ vulkan-build: vulkan-deps $(GGML_STAMP)
 	mkdir -p target && ln -sfn $(VK_DIR)/static target/vulkan
 	scripts/gen-pc.sh $(PC_DIR)/ggml-rs-vulkan.pc vulkan $(CURDIR) '$${prefix}/target/vulkan' '$${prefix}/include' '$${libdir}/libggml_rs.a'
 
-# The Vulkan device under test: the Rust tests of tests/vulkan.rs, then the
+# The Vulkan device under test: the Rust tests of tests/gpu.rs, then the
 # Go tests built with -tags ggml_vulkan (device, placement and memory per
 # device with and without an RPC server, every architecture on the device,
 # and parity with llama.cpp built with Vulkan on the same device:
@@ -107,7 +107,7 @@ VK_GO_PKGS := ./ml/backend ./model ./cmd/ggml-rs
 test-vulkan: vulkan-build $(SMALL_MODELS)
 	$(CARGO) build --release --bin ggml-rs-rpc-server
 	CARGO_TARGET_DIR=$(VK_DIR) GGML_RS_VULKAN_INCLUDE=$$(scripts/vulkan-headers.sh $(VK_HEADERS)) GGML_VK_VISIBLE_DEVICES=$(VK_VISIBLE) \
-	  $(CARGO) test --release --features vulkan --test vulkan
+	  $(CARGO) test --release --features vulkan --test gpu
 	cd go && $(VK_GO_ENV) $(GO) vet -tags ggml_vulkan $(VK_GO_PKGS) && GGML_VK_VISIBLE_DEVICES=$(VK_VISIBLE) \
 	  GGML_RS_MODELS=$(CURDIR)/$(MODELS_DIR) $(VK_GO_ENV) $(GO) test -tags ggml_vulkan -count=1 -p 1 -timeout 30m -run Vulkan -v $(VK_GO_PKGS)
 
