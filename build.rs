@@ -63,6 +63,7 @@ fn main() {
 
     println!("cargo:rerun-if-env-changed=GGML_RS_GGML_DIR");
     println!("cargo:rerun-if-env-changed=GGML_RS_VULKAN_INCLUDE");
+    println!("cargo:rerun-if-env-changed=GGML_RS_CUDA_ARCHS");
     println!("cargo:rerun-if-changed=cmake/ggml/CMakeLists.txt");
     println!("cargo:rerun-if-changed=cmake/ggml/shim.cpp");
     println!("cargo:rerun-if-changed=build.rs");
@@ -143,6 +144,12 @@ fn main() {
     }
     if Command::new("ninja").arg("--version").output().is_ok() {
         cfg.generator("Ninja");
+    }
+    // The GPU generations to compile for (CMake's list, e.g. "90" for
+    // Hopper only: scripts/build-cuda.sh); unset, ggml's own default, which
+    // asks the machine's GPU ("native") and fails on one without.
+    if let (true, Some(archs)) = (cuda, env::var_os("GGML_RS_CUDA_ARCHS")) {
+        cfg.define("CMAKE_CUDA_ARCHITECTURES", archs);
     }
     if metal {
         cfg.define("GGML_METAL_EMBED_LIBRARY", "ON");

@@ -1,4 +1,4 @@
-//go:build cgo && !ggml_vulkan
+//go:build cgo && !ggml_vulkan && !ggml_cuda
 
 package backend
 
