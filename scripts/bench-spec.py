@@ -37,15 +37,21 @@ def last_json(p, what):
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
+def ngl(a):
+    """-ngl for both programs when --ngl is given (ours alone defaults to
+    every layer on the GPU, llama-ref to none)."""
+    return [] if a.ngl is None else ["-ngl", str(a.ngl)]
+
+
 def ours(a, model):
     rates = ",".join(str(float(r) / 100) for r in a.rates.split(",") if r)
     args = [a.ours, "bench-spec", "-json", "-r", "1", "-n", str(a.n), "-p", str(a.p), "-draft-max", str(a.draft),
-            "-rates", rates, "-threads", str(a.t), model]
+            "-rates", rates, "-threads", str(a.t)] + ngl(a) + [model]
     return last_json(subprocess.run(args, capture_output=True, text=True, timeout=a.timeout), "ggml-rs bench-spec")
 
 
 def ref(a, model, drafter):
-    args = [a.ref, "spec", "-r", "1", "-n", str(a.n), "-p", str(a.p), "-draft", str(a.draft), "-t", str(a.t)]
+    args = [a.ref, "spec", "-r", "1", "-n", str(a.n), "-p", str(a.p), "-draft", str(a.draft), "-t", str(a.t)] + ngl(a)
     if drafter != "mtp":
         args += ["-oracle", str(float(drafter.split()[1].rstrip("%")) / 100)]
     return last_json(subprocess.run(args + [model], capture_output=True, text=True, timeout=a.timeout), "llama-ref spec")
@@ -73,6 +79,7 @@ def main():
     ap.add_argument("-t", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--timeout", type=float, default=900, help="seconds per run")
+    ap.add_argument("--ngl", type=int, help="layers on the GPU, for both programs (999: all)")
     ap.add_argument("--ref", default=os.path.join(ROOT, ".cache/llama-build/llama-ref"))
     ap.add_argument("--ours", default=os.path.join(ROOT, "go/bin/ggml-rs"))
     a = ap.parse_args()

@@ -48,6 +48,8 @@ def run(prog, a, model, ours=False, extra=(), ik=False):
     # (| ... | test | t/s |, "mean ± sd"); llama-ref and ik-ref take -t and
     # -json (ik-ref also -rtr, in extra).
     args = [prog, "bench", "-p", str(a.p), "-n", str(a.n), "-r", str(a.r)]
+    if a.ngl is not None and not ik:
+        args += ["-ngl", str(a.ngl)]
     args += ["-threads", str(a.t), model] if ours else ["-t", str(a.t), "-json", *extra, model]
     p = subprocess.run(args, capture_output=True, text=True, timeout=a.timeout)
     if p.returncode != 0 and ik:
@@ -87,6 +89,8 @@ def main():
     ap.add_argument("-t", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--timeout", type=float, default=600, help="seconds per bench run")
+    ap.add_argument("--ngl", type=int, help="layers on the GPU, for both programs (999: all; "
+                    "ours alone defaults to all, llama-ref to none); not for ik")
     ap.add_argument("--ref", default=os.path.join(ROOT, ".cache/llama-build/llama-ref"))
     ap.add_argument("--ours", default=os.path.join(ROOT, "go/bin/ggml-rs"))
     ap.add_argument("--ik", help="ik-ref (make ik-ref): add ik_llama.cpp's columns")
