@@ -133,7 +133,7 @@ $(LLAMA_REF_CUDA): $(LLAMA_STAMP) tools/common/cli.h tools/llama-ref/CMakeLists.
 	root=$$(scripts/cuda-toolkit.sh) && PATH=$$root/bin:$$PATH CUDACXX=$$root/bin/nvcc CUDAToolkit_ROOT=$$root \
 	  cmake -S tools/llama-ref -B .cache/llama-build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DLLAMA_SRC=$(CURDIR)/.cache/llama.cpp \
 	  -DLLAMA_REF_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_BMI2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF \
-	  -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null && \
+	  -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90-real -DGGML_CUDA_COMPRESSION_MODE=none >/dev/null && \
 	  PATH=$$root/bin:$$PATH ninja -C .cache/llama-build-cuda llama-ref
 
 llama-ref-cuda: $(LLAMA_REF_CUDA)

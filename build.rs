@@ -64,6 +64,7 @@ fn main() {
     println!("cargo:rerun-if-env-changed=GGML_RS_GGML_DIR");
     println!("cargo:rerun-if-env-changed=GGML_RS_VULKAN_INCLUDE");
     println!("cargo:rerun-if-env-changed=GGML_RS_CUDA_ARCHS");
+    println!("cargo:rerun-if-env-changed=GGML_RS_CUDA_COMPRESSION");
     println!("cargo:rerun-if-changed=cmake/ggml/CMakeLists.txt");
     println!("cargo:rerun-if-changed=cmake/ggml/shim.cpp");
     println!("cargo:rerun-if-changed=build.rs");
@@ -150,6 +151,12 @@ fn main() {
     // asks the machine's GPU ("native") and fails on one without.
     if let (true, Some(archs)) = (cuda, env::var_os("GGML_RS_CUDA_ARCHS")) {
         cfg.define("CMAKE_CUDA_ARCHITECTURES", archs);
+    }
+    // nvcc's compression of the kernels (none, speed, balance, size: ggml's
+    // GGML_CUDA_COMPRESSION_MODE, default size); none where the binary is
+    // compressed afterwards, which xz does better (scripts/build-cuda.sh).
+    if let (true, Some(mode)) = (cuda, env::var_os("GGML_RS_CUDA_COMPRESSION")) {
+        cfg.define("GGML_CUDA_COMPRESSION_MODE", mode);
     }
     if metal {
         cfg.define("GGML_METAL_EMBED_LIBRARY", "ON");

@@ -7,6 +7,9 @@
 # how it is built and what each step measures.
 #
 #   scripts/device-cuda.sh OUT              on the GPU machine, from the repository root
+#   scripts/device-cuda.sh --stage          there: keep the carried parts of the bundle
+#                                           for the next call (.cuda-bundle/PLAN: a
+#                                           call carries at most 64 MiB)
 #   scripts/device-cuda.sh --dry-run OUT    here, with no GPU: every step on the CPU,
 #                                           small sizes, to check the script end to end
 #
@@ -41,11 +44,17 @@ set -uo pipefail
 set -a
 cd "$(dirname "$0")/.."
 dry=0
+bundle=${GGML_RS_CUDA_BUNDLE:-$PWD/.cuda-bundle}
+work=${GGML_RS_CUDA_WORK:-/tmp/ggml-rs-cuda}
+# Parts carried by earlier calls, kept outside the working tree.
+stage=${GGML_RS_CUDA_STAGE:-/tmp/ggml-rs-cuda-stage}
+if [ "${1:-}" = "--stage" ]; then
+  mkdir -p "$stage" && cp -r "$bundle"/part* "$stage"/ && du -sh "$stage"/part* && exit 0
+  exit 1
+fi
 if [ "${1:-}" = "--dry-run" ]; then dry=1; shift; fi
 out=${1:?usage: scripts/device-cuda.sh [--dry-run] OUT}
 mkdir -p "$out/logs" && out=$(cd "$out" && pwd)
-bundle=${GGML_RS_CUDA_BUNDLE:-$PWD/.cuda-bundle}
-work=${GGML_RS_CUDA_WORK:-/tmp/ggml-rs-cuda}
 steps=${STEPS:-devices models rust parity fit place bench spec serve}
 threads=$(nproc)
 : > "$out/steps.tsv"
@@ -54,7 +63,7 @@ summary=$out/summary.md
   echo "# scripts/device-cuda.sh$([ $dry = 1 ] && echo ' --dry-run (no GPU: the CPU, small sizes)')"
   echo
   echo "$(date -u '+%Y-%m-%d %H:%M:%S UTC'), $(uname -m), $(nproc) CPUs, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)"
-  cat "$bundle/MANIFEST" 2>/dev/null | sed -n 's/^# /    /p'
+  cat "$bundle"/part*/MANIFEST 2>/dev/null | sed -n 's/^# /    /p' | sort -u
 } > "$summary"
 
 # step NAME SECONDS COMMAND...: runs it under a time limit, its output in
@@ -91,12 +100,18 @@ section() { printf '\n## %s\n\n' "$1" >> "$summary"; }
 # --- setup -------------------------------------------------------------------
 setup() {
   set -e
-  rm -rf "$work" && mkdir -p "$work/bin" "$work/models"
-  for f in "$bundle"/bin/*.xz; do
-    xz -dc "$f" > "$work/bin/$(basename "$f" .xz)"
+  rm -rf "$work" && mkdir -p "$work/bin" "$work/models" "$work/wheels"
+  local parts=$(ls -d "$bundle"/part* "$stage"/part* 2>/dev/null)
+  echo "parts: $parts"
+  for d in $parts; do
+    for f in "$d"/bin/*.xz; do
+      [ -f "$f" ] && xz -dc "$f" > "$work/bin/$(basename "$f" .xz)"
+    done
+    cp "$d"/wheels/*.whl "$work/wheels/" 2>/dev/null || true
+    (cd "$work/bin" && sha256sum -c "$d/SHA256SUMS")
   done
+  for p in ggml-rs llama-ref; do [ -f "$work/bin/$p" ] || { echo "no $p in the bundle's parts"; return 1; }; done
   chmod +x "$work"/bin/*
-  (cd "$work/bin" && sha256sum -c "$bundle/SHA256SUMS")
   # The CUDA runtime and cuBLAS: the machine's own (its CUDA install, then
   # its Python's nvidia-* packages); in a dry run the toolkit's wheels here.
   local dirs="${GGML_RS_CUDA_LIBS:-} /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib /usr/lib/x86_64-linux-gnu"
@@ -123,7 +138,7 @@ setup() {
   if [ $dry = 1 ]; then
     echo "PY=$PWD/.cache/py/bin/python" >> "$work/env"
   else
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$work/site" "$bundle"/wheels/*.whl
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$work/site" "$work"/wheels/*.whl
     echo "PY=python3" >> "$work/env"
     echo "PYTHONPATH=$work/site" >> "$work/env"
   fi
