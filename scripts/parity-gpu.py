@@ -48,34 +48,10 @@ TOL = 2e-3
 
 
 def block_count(path):
-    """{arch}.block_count, read from the GGUF header (standard library:
-    the device has no gguf package outside the models' generation)."""
-    import struct
-    with open(path, "rb") as f:
-        def u(fmt):
-            return struct.unpack("<" + fmt, f.read(struct.calcsize(fmt)))[0]
-
-        def s():
-            return f.read(u("Q")).decode("utf-8", "replace")
-        sizes = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
-
-        def value(t):
-            if t == 8:
-                return s()
-            if t == 9:
-                et, n = u("I"), u("Q")
-                return [value(et) for _ in range(n)]
-            return u(sizes[t])
-        if f.read(4) != b"GGUF":
-            raise RuntimeError(f"{path}: not a GGUF file")
-        u("I")
-        u("Q")
-        kv = {}
-        for _ in range(u("Q")):
-            k = s()
-            kv[k] = value(u("I"))
-    arch = kv["general.architecture"]
-    return int(kv[f"{arch}.block_count"])
+    """{arch}.block_count, from the GGUF header (standard library: the
+    device has no gguf package outside the models' generation)."""
+    arch = parity.gguf_metadata(path, {"general.architecture"})["general.architecture"]
+    return int(parity.gguf_metadata(path, {f"{arch}.block_count"})[f"{arch}.block_count"])
 
 
 def run(prog, args):

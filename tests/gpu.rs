@@ -306,14 +306,7 @@ fn cancel_stops_a_graph_split_between_the_gpu_and_the_cpu() {
     // A graph far longer than any delay the cancel can suffer (900
     // rounds: 3,600 splits), cancelled once its compute is under way.
     let (mut long, x) = build(&[0, 1, 2, 3], 900);
-    let started = std::sync::Arc::new(std::sync::Barrier::new(2));
-    let (canceller, go) = (b.clone(), started.clone());
-    let t = std::thread::spawn(move || {
-        go.wait();
-        std::thread::sleep(Duration::from_millis(5));
-        canceller.cancel();
-    });
-    started.wait();
+    let t = cancel_soon(&b);
     let t0 = std::time::Instant::now();
     let e = long.compute(&[x]).expect_err("the cancelled compute fails");
     t.join().unwrap();

@@ -806,14 +806,7 @@ fn cancel_stops_a_graph_split_over_remote_devices() {
             // once its compute is under way (or, on a loaded machine, just
             // before: it then stops at its first split).
             let (mut root, x) = build(&b, 800);
-            let started = std::sync::Arc::new(std::sync::Barrier::new(2));
-            let (canceller, go) = (b.clone(), started.clone());
-            let t = std::thread::spawn(move || {
-                go.wait();
-                std::thread::sleep(Duration::from_millis(5));
-                canceller.cancel();
-            });
-            started.wait();
+            let t = cancel_soon(&b);
             let first = root.compute(&[x]).map(|_| ());
             t.join().unwrap();
             // The request was consumed: the short graph computes to the

@@ -151,3 +151,18 @@ pub fn extra_buffer_type(name: &str) -> Option<sys::ggml_backend_buffer_type_t> 
         None
     }
 }
+
+/// Cancels `b` 5 ms from now, from another thread, once both threads are
+/// running: call it just before the compute it should stop, and join the
+/// handle after.
+pub fn cancel_soon(b: &Backend) -> std::thread::JoinHandle<()> {
+    let started = std::sync::Arc::new(std::sync::Barrier::new(2));
+    let (canceller, go) = (b.clone(), started.clone());
+    let t = std::thread::spawn(move || {
+        go.wait();
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        canceller.cancel();
+    });
+    started.wait();
+    t
+}
