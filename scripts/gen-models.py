@@ -44,6 +44,10 @@ that llama.cpp (tools/llama-ref) and our Go runner load the same files:
                  between attention layers (per-head q/k norms, NeoX RoPE),
                  which a per-layer head_count_kv of 0 marks; the output norm
                  named token_embd_norm as llama.cpp's converter writes it
+  lfm2moe        LFM2-MoE (LFM2-8B-A1B-like): lfm2's mixers, the first
+                 layers' feed-forwards dense, the rest experts routed by a
+                 sigmoid with a selection bias (exp_probs_b), the kept
+                 weights normalised
   mistral3       Mistral 3's text decoder (Ministral 3): llama's blocks
                  (normal RoPE) with YaRN whose magnitude has its own log
                  multiplier, and Llama 4's attention temperature by
@@ -391,6 +395,14 @@ NEW_ARCHS = {
         "bench": dict(n_layer=8, d=1024, n_head=16, n_kv=8, hd=64, ffn=4608, attn_layers=(2, 5, 7), l_cache=3,
                       tied=True),
     },
+    # LFM2-8B-A1B-like: lfm2's layer pattern, 2 leading dense layers, then
+    # 32 experts top-4 (small: 16 top-4), each narrower than d.
+    "lfm2moe": {
+        "small": dict(n_layer=6, d=128, n_head=4, n_kv=2, hd=32, ffn=384, attn_layers=(2, 5), l_cache=3,
+                      n_expert=16, n_used=4, ffe=64, dense_lead=2),
+        "bench": dict(n_layer=8, d=1024, n_head=16, n_kv=8, hd=64, ffn=4608, attn_layers=(2, 5, 7), l_cache=3,
+                      n_expert=32, n_used=4, ffe=512, dense_lead=2, tied=True),
+    },
     "gemma2": {
         "small": dict(n_layer=6, d=128, n_head=4, n_kv=2, hd=64, ffn=384, swa=16, softcap=30.0, attn_softcap=10.0, tied=True),
         "bench": dict(n_layer=8, d=1152, n_head=8, n_kv=4, hd=128, ffn=6912, swa=512, attn_softcap=50.0, tied=True),
@@ -412,6 +424,7 @@ def write_new_model(path: str, arch: str, size: str, tname: str):
     olmo = arch in ("olmo2", "olmo3")
     qk_norm = arch not in ("gpt-oss", "gemma2", "mistral3") and not olmo  # lfm2: its attention layers'
     gemma = arch in ("gemma2", "gemma3")
+    lfm = arch in ("lfm2", "lfm2moe")
 
     # OLMo 3's checkpoints are olmo2 files for llama.cpp.
     w = gguf.GGUFWriter(path + ".tmp", "olmo2" if olmo else arch)
@@ -434,7 +447,7 @@ def write_new_model(path: str, arch: str, size: str, tname: str):
     w.add_value_length(hd)
     w.add_rope_dimension_count(n_rot)
     w.add_layer_norm_rms_eps(1e-6 if qwen else 1e-5)
-    w.add_rope_freq_base({"qwen3moe": 1e6, "gpt-oss": 150000.0, "gemma3": 1e6, "gemma2": 10000.0, "olmo2": 500000.0, "mistral3": 1e6, "lfm2": 1e6,
+    w.add_rope_freq_base({"qwen3moe": 1e6, "gpt-oss": 150000.0, "gemma3": 1e6, "gemma2": 10000.0, "olmo2": 500000.0, "mistral3": 1e6, "lfm2": 1e6, "lfm2moe": 1e6,
                         "olmo3": 500000.0}.get(arch, 1e7))
     if E:
         w.add_expert_count(E)
@@ -442,6 +455,9 @@ def write_new_model(path: str, arch: str, size: str, tname: str):
         w.add_expert_feed_forward_length(ffe)
     if shexp:
         w.add_expert_shared_feed_forward_length(shexp)
+    if arch == "lfm2moe":
+        w.add_leading_dense_block_count(h["dense_lead"])
+        w.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)
     if arch == "gpt-oss":
         w.add_sliding_window(h["swa"])
         w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
@@ -605,7 +621,7 @@ def write_new_model(path: str, arch: str, size: str, tname: str):
             attention(p, False)
             norm(p + "ffn_norm.weight", d)
             dense_ffn(p)
-        elif arch == "lfm2":
+        elif lfm:
             if i in h["attn_layers"]:
                 attention(p, False)
             else:
@@ -615,7 +631,13 @@ def write_new_model(path: str, arch: str, size: str, tname: str):
                 f32(p + "shortconv.conv.weight", (d, h["l_cache"]), 0.5)
                 mat(p + "shortconv.out_proj.weight", (d, d), d ** -0.5)
             norm(p + "ffn_norm.weight", d)
-            dense_ffn(p)
+            if arch == "lfm2moe" and i >= h["dense_lead"]:
+                moe(p)
+                # The selection bias: comparable to the sigmoid's spread,
+                # so that it changes some choices.
+                f32(p + "exp_probs_b.bias", E, 0.1)
+            else:
+                dense_ffn(p)
         elif arch == "qwen3moe":
             attention(p, False)
             norm(p + "ffn_norm.weight", d)
@@ -659,7 +681,7 @@ def write_new_model(path: str, arch: str, size: str, tname: str):
                 norm(p + "nextn.shared_head_norm.weight", d)
     if gemma and tied:
         f32("output_norm.weight", d, 1.0, 10.0)
-    elif arch == "lfm2":
+    elif lfm:
         norm("token_embd_norm.weight", d)  # llama.cpp's name for LFM2's output norm
     else:
         norm("output_norm.weight", d)

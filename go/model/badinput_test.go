@@ -248,7 +248,7 @@ type badCase struct {
 }
 
 // The architectures' small models.
-var badArchs = []string{"qwen2", "qwen3moe", "gpt-oss", "qwen3next", "qwen35", "qwen35moe", "gemma3", "gemma2", "olmo2", "olmo3", "mistral3", "lfm2"}
+var badArchs = []string{"qwen2", "qwen3moe", "gpt-oss", "qwen3next", "qwen35", "qwen35moe", "gemma3", "gemma2", "olmo2", "olmo3", "mistral3", "lfm2", "lfm2moe"}
 
 func TestBadModels(t *testing.T) {
 	for _, arch := range badArchs {
@@ -405,6 +405,21 @@ func badCases(t *testing.T, m *ggufFile) []badCase {
 			[]string{blk(attn, "attn_output.weight")}},
 	}
 
+	if a == "lfm2moe" {
+		E, lead := m.u("expert_count"), m.u("leading_dense_block_count")
+		cs = append(cs, []badCase{
+			{"selection bias missing", func(_ *testing.T, m *ggufFile) { m.drop(blk(lead, "exp_probs_b.bias")) },
+				[]string{blk(lead, "exp_probs_b.bias")}},
+			{"selection bias of the wrong length", func(t *testing.T, m *ggufFile) { m.reshape(t, blk(lead, "exp_probs_b.bias"), E+1) },
+				[]string{blk(lead, "exp_probs_b.bias")}},
+			{"leading_dense_block_count past the layers", set("leading_dense_block_count", u32(layers+1)),
+				[]string{k("leading_dense_block_count")}},
+			{"leading_dense_block_count one short", set("leading_dense_block_count", u32(lead-1)), []string{blk(lead-1, "ffn_gate_inp.weight")}},
+			{"expert_gating_func 3", set("expert_gating_func", u32(3)), []string{k("expert_gating_func")}},
+			{"expert_gating_func missing", set("expert_gating_func", nil), []string{k("expert_gating_func")}},
+		}...)
+	}
+
 	if a == "qwen3moe" {
 		// llama.cpp's optional RoPE frequency factors: rope.dimension_count/2 f32s.
 		rd := m.u("rope.dimension_count")
@@ -480,36 +495,42 @@ func badCases(t *testing.T, m *ggufFile) []badCase {
 	if moe {
 		E, used := m.u("expert_count"), m.u("expert_used_count")
 		d := m.u("embedding_length")
+		// The first layers with experts (LFM2-MoE's first ones are dense).
+		e0 := 0
+		for m.tensor(blk(e0, "ffn_gate_inp.weight")) == nil {
+			e0++
+		}
+		e1, e2 := e0+1, e0+2
 		cs = append(cs, []badCase{
-			{"expert_count larger than the tensors'", set("expert_count", u32(2*E)), []string{blk(0, "ffn_gate_inp.weight")}},
-			{"expert_count smaller than the tensors'", set("expert_count", u32(used)), []string{blk(0, "ffn_gate_inp.weight")}},
+			{"expert_count larger than the tensors'", set("expert_count", u32(2*E)), []string{blk(e0, "ffn_gate_inp.weight")}},
+			{"expert_count smaller than the tensors'", set("expert_count", u32(used)), []string{blk(e0, "ffn_gate_inp.weight")}},
 			{"expert_count below expert_used_count", set("expert_count", u32(used-1)), []string{k("expert_used_count"), k("expert_count")}},
 			{"expert_count 0", set("expert_count", u32(0)), []string{k("expert_count")}},
 			{"expert_count missing", set("expert_count", nil), []string{k("expert_count")}},
 			{"expert_used_count 0", set("expert_used_count", u32(0)), []string{k("expert_used_count")}},
 			{"expert_used_count above expert_count", set("expert_used_count", u32(E+1)), []string{k("expert_used_count")}},
 			{"expert_feed_forward_length wrong", set("expert_feed_forward_length", u32(m.u("expert_feed_forward_length")*2)),
-				[]string{blk(0, "ffn_")}},
+				[]string{blk(e0, "ffn_")}},
 			{"expert tensor 2-D", func(t *testing.T, m *ggufFile) {
-				s := m.shape(t, blk(0, "ffn_gate_exps.weight"))
-				m.reshape(t, blk(0, "ffn_gate_exps.weight"), s[0], s[1]*s[2])
-			}, []string{blk(0, "ffn_gate_exps.weight")}},
-			{"expert tensor of type i32", func(t *testing.T, m *ggufFile) { m.retype(t, blk(1, "ffn_up_exps.weight"), gguf.TensorI32) },
-				[]string{blk(1, "ffn_up_exps.weight")}},
-			{"router of type i32", func(t *testing.T, m *ggufFile) { m.retype(t, blk(1, "ffn_gate_inp.weight"), gguf.TensorI32) },
-				[]string{blk(1, "ffn_gate_inp.weight")}},
+				s := m.shape(t, blk(e0, "ffn_gate_exps.weight"))
+				m.reshape(t, blk(e0, "ffn_gate_exps.weight"), s[0], s[1]*s[2])
+			}, []string{blk(e0, "ffn_gate_exps.weight")}},
+			{"expert tensor of type i32", func(t *testing.T, m *ggufFile) { m.retype(t, blk(e1, "ffn_up_exps.weight"), gguf.TensorI32) },
+				[]string{blk(e1, "ffn_up_exps.weight")}},
+			{"router of type i32", func(t *testing.T, m *ggufFile) { m.retype(t, blk(e1, "ffn_gate_inp.weight"), gguf.TensorI32) },
+				[]string{blk(e1, "ffn_gate_inp.weight")}},
 			// More router logits than experts: the router ranks experts
 			// the expert tensors do not hold.
 			{"router with more experts than the expert tensors", func(t *testing.T, m *ggufFile) {
-				m.reshape(t, blk(1, "ffn_gate_inp.weight"), d, 2*E)
-			}, []string{blk(1, "ffn_gate_inp.weight")}},
+				m.reshape(t, blk(e1, "ffn_gate_inp.weight"), d, 2*E)
+			}, []string{blk(e1, "ffn_gate_inp.weight")}},
 			{"expert tensors with fewer experts than the router", func(t *testing.T, m *ggufFile) {
 				for _, n := range []string{"ffn_gate_exps.weight", "ffn_up_exps.weight", "ffn_down_exps.weight"} {
-					s := m.shape(t, blk(1, n))
-					m.reshape(t, blk(1, n), s[0], s[1], E/2)
+					s := m.shape(t, blk(e1, n))
+					m.reshape(t, blk(e1, n), s[0], s[1], E/2)
 				}
-			}, []string{blk(1, "ffn_")}},
-			{"missing expert tensor", func(_ *testing.T, m *ggufFile) { m.drop(blk(2, "ffn_down_exps.weight")) }, []string{blk(2, "ffn_down_exps.weight")}},
+			}, []string{blk(e1, "ffn_")}},
+			{"missing expert tensor", func(_ *testing.T, m *ggufFile) { m.drop(blk(e2, "ffn_down_exps.weight")) }, []string{blk(e2, "ffn_down_exps.weight")}},
 		}...)
 		if a == "gpt-oss" {
 			cs = append(cs, []badCase{

@@ -27,6 +27,7 @@ var constructors = map[string]func(ml.Backend) (*decoder.Model, error){
 	"gemma2":    func(b ml.Backend) (*decoder.Model, error) { return gemma.New(b, gemma.Gemma2) },
 	"gemma3":    func(b ml.Backend) (*decoder.Model, error) { return gemma.New(b, gemma.Gemma3) },
 	"lfm2":      lfm2.New,
+	"lfm2moe":   lfm2.New,
 	"olmo2":     olmo.New,
 	"olmo3":     olmo.New, // Ollama's converter's name for OLMo 3
 	"gpt-oss":   gptoss.New,

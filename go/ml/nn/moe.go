@@ -21,6 +21,7 @@ const (
 // sigmoid(SharedGate·x)):
 //
 //	p = gating(Router·x (+ RouterBias));  e = top Used experts by p
+//	    (by p + SelectionBias where the model has one: LFM2-MoE)
 //	w = p[e] (normalised to sum 1 with NormWeights; times WeightScale)
 //	out = Σ_i w_i · Down_e_i(act(Gate_e_i·x (+b), Up_e_i·x (+b))) (+b)
 //	    (+ sigmoid(SharedGate·x) · Shared(x))
@@ -36,8 +37,12 @@ type MoE struct {
 	DownBias, GateUpBias   ml.Tensor
 	Experts, Used          int
 	Gating                 Gating
-	NormWeights            bool
-	WeightScale            float32
+	// SelectionBias [Experts] is added to the probabilities to choose the
+	// experts only; the weights are the unbiased ones (llama.cpp's
+	// exp_probs_b).
+	SelectionBias ml.Tensor
+	NormWeights   bool
+	WeightScale   float32
 	// OAI selects gpt-oss's clamped SwiGLU, with Alpha and Limit, instead
 	// of SiLU(gate)·up.
 	OAI          bool
@@ -64,7 +69,11 @@ func (m *MoE) Forward(ctx ml.Context, x ml.Tensor) ml.Tensor {
 	default:
 		probs = logits.Softmax(ctx)
 	}
-	selected := probs.TopK(ctx, k)                               // [k, n]
+	selection := probs
+	if m.SelectionBias != nil {
+		selection = probs.Add(ctx, m.SelectionBias)
+	}
+	selected := selection.TopK(ctx, k)                           // [k, n]
 	w := probs.Reshape(ctx, 1, m.Experts, n).Rows(ctx, selected) // [1, k, n]
 	if m.Gating == GatingSoftmaxWeight {
 		w = w.Reshape(ctx, k, n).Softmax(ctx).Reshape(ctx, 1, k, n)

@@ -11,7 +11,10 @@
 //   - the head tied to the embeddings unless output.weight exists;
 //   - with attention.sliding_window, every attention layer slides.
 //
-// The MoE variant (lfm2moe) is not read here.
+// The MoE variant (lfm2moe, LFM2-8B-A1B) differs only in its feed-forward:
+// after leading_dense_block_count dense layers, experts routed by
+// expert_gating_func (a sigmoid in the released files) with a selection
+// bias (exp_probs_b) and the kept weights normalised to sum 1.
 package lfm2
 
 import (
@@ -34,6 +37,12 @@ type Hyper struct {
 	ConvWidth   int // shortconv.l_cache: the kernel's taps
 	Window      int // attention.sliding_window (0: none)
 	RopeScale   float32
+
+	// lfm2moe: the first DenseLead layers are dense, the rest experts.
+	MoE                            bool
+	DenseLead                      int
+	Experts, ExpertsUsed, ExpertFF int
+	Gating                         nn.Gating
 }
 
 // ReadHyper reads LFM2's hyperparameters.
@@ -58,6 +67,28 @@ func ReadHyper(b ml.Backend) (Hyper, error) {
 		r.Fail("%s = %d must not be negative", r.Key("attention.sliding_window"), h.Window)
 	}
 	h.RopeScale = r.RopeScale()
+	if h.MoE = c.Architecture() == "lfm2moe"; h.MoE {
+		h.DenseLead = r.Int("leading_dense_block_count", 0)
+		if h.DenseLead < 0 || h.DenseLead > h.Layers {
+			r.Fail("%s = %d must be between 0 and %s = %d", r.Key("leading_dense_block_count"), h.DenseLead, r.Key("block_count"), h.Layers)
+		}
+		h.Experts = r.Need("expert_count")
+		h.ExpertsUsed = r.Need("expert_used_count")
+		r.Experts(h.Experts, h.ExpertsUsed)
+		h.ExpertFF = r.Need("expert_feed_forward_length")
+		r.Positive("expert_feed_forward_length", h.ExpertFF)
+		// llama.cpp's enum: 1 softmax, 2 sigmoid; it requires the key.
+		switch g := r.Need("expert_gating_func"); g {
+		case 1:
+			h.Gating = nn.GatingSoftmax
+		case 2:
+			h.Gating = nn.GatingSigmoid
+		default:
+			if r.Err() == nil {
+				r.Fail("%s = %d: 1 (softmax) or 2 (sigmoid)", r.Key("expert_gating_func"), g)
+			}
+		}
+	}
 	return h, r.Err()
 }
 
@@ -103,11 +134,27 @@ func New(b ml.Backend) (*decoder.Model, error) {
 				a.KeysBeforeValues = true
 			}
 		}
+		var ffn decoder.FFN
+		if h.MoE && i >= h.DenseLead {
+			ffn = &nn.MoE{
+				Router:        nn.Linear{Weight: w.Get(p+"ffn_gate_inp.weight", d, h.Experts)},
+				Gate:          w.Get(p+"ffn_gate_exps.weight", d, h.ExpertFF, h.Experts),
+				Up:            w.Get(p+"ffn_up_exps.weight", d, h.ExpertFF, h.Experts),
+				Down:          w.Get(p+"ffn_down_exps.weight", h.ExpertFF, d, h.Experts),
+				SelectionBias: w.GetAs(load.F32, p+"exp_probs_b.bias", h.Experts),
+				Experts:       h.Experts,
+				Used:          h.ExpertsUsed,
+				Gating:        h.Gating,
+				NormWeights:   true,
+			}
+		} else {
+			ffn = w.FFN(p, d, h.FeedForward)
+		}
 		m.Blocks = append(m.Blocks, decoder.Block{
 			AttnNorm: w.Norm(p+"attn_norm.weight", d),
 			Mixer:    mixer,
 			FFNNorm:  w.Norm(p+"ffn_norm.weight", d),
-			FFN:      w.FFN(p, d, h.FeedForward),
+			FFN:      ffn,
 			Cache:    spec,
 		})
 	}
