@@ -42,7 +42,7 @@ strip "$tmp"/*
 # in one call of the device tool beside the repository's own files.
 rm -rf "$out" && mkdir -p "$tmp/xz"
 for f in ggml-rs llama-ref gpu-test; do
-  xz -9e -T0 -c "$tmp/$f" > "$tmp/xz/$f.xz"
+  xz -9 -T0 -c "$tmp/$f" > "$tmp/xz/$f.xz"
 done
 gguf=$(sed -n 's/^gguf==//p' scripts/gen-models-requirements.txt)
 numpy=$(sed -n 's/^numpy==//p' scripts/gen-models-requirements.txt)

@@ -61,6 +61,9 @@ mkdir -p "$r/lib/stubs"
 cc -E -P -I"$r/include" "$r/include/cuda.h" | grep -oE '\bcu[A-Z][A-Za-z0-9_]*[[:space:]]*\(' |
   sed 's/[[:space:]]*($//' | sort -u | sed 's/.*/int &(void) { return 999; }/' > "$r/lib/stubs/cuda-stub.c"
 cc -shared -fPIC -Wl,-soname,libcuda.so.1 -o "$r/lib/stubs/libcuda.so" "$r/lib/stubs/cuda-stub.c"
+# Under its soname too: device-cuda.sh --dry-run runs the CUDA programs
+# here with it (every call fails, so CUDA lists no device).
+ln -sf libcuda.so "$r/lib/stubs/libcuda.so.1"
 # One fixed time for every file: an unpacked-again toolkit must not look
 # newer than the objects built with it (ninja would rebuild them all).
 find "$dir.tmp" -exec touch -h -d '2025-01-01 00:00:00 UTC' {} +

@@ -127,6 +127,9 @@ setup() {
     echo "$so: $hit"
     [[ ":$path:" == *":$hit:"* ]] || path=$path:$hit
   done
+  # A dry run has no driver: the toolkit's link stub stands in (every
+  # call fails, so CUDA lists no device and everything runs on the CPU).
+  if [ $dry = 1 ] && [ -e "${path##*:}/stubs/libcuda.so.1" ]; then path=$path:${path##*:}/stubs; fi
   echo "LD_LIBRARY_PATH=${path#:}" > "$work/env"
   export LD_LIBRARY_PATH=${path#:}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   for p in "$work"/bin/*; do
