@@ -101,14 +101,19 @@ section() { printf '\n## %s\n\n' "$1" >> "$summary"; }
 setup() {
   set -e
   rm -rf "$work" && mkdir -p "$work/bin" "$work/models" "$work/wheels"
-  local parts=$(ls -d "$bundle"/part* "$stage"/part* 2>/dev/null)
+  # The parts carried now, then those staged by earlier calls (a staged
+  # part that was carried again is the older copy: skipped).
+  local parts=$(ls -d "$bundle"/part* 2>/dev/null) d
+  for d in $(ls -d "$stage"/part* 2>/dev/null); do
+    [ -d "$bundle/$(basename "$d")" ] || parts="$parts $d"
+  done
   echo "parts: $parts"
   for d in $parts; do
     for f in "$d"/bin/*.xz; do
       [ -f "$f" ] && xz -dc "$f" > "$work/bin/$(basename "$f" .xz)"
     done
     cp "$d"/wheels/*.whl "$work/wheels/" 2>/dev/null || true
-    (cd "$work/bin" && sha256sum -c "$d/SHA256SUMS")
+    if [ -s "$d/SHA256SUMS" ]; then (cd "$work/bin" && sha256sum -c "$d/SHA256SUMS"); fi
   done
   for p in ggml-rs llama-ref; do [ -f "$work/bin/$p" ] || { echo "no $p in the bundle's parts"; return 1; }; done
   chmod +x "$work"/bin/*
