@@ -337,14 +337,7 @@ fn a_running_compute_can_be_cancelled_and_the_backend_stays_usable() {
         x = root.mul_mat(w, x).unwrap();
         x = root.rms_norm(x, None, 1e-6).unwrap();
     }
-    let started = std::sync::Arc::new(std::sync::Barrier::new(2));
-    let (canceller, go) = (b.clone(), started.clone());
-    let t = std::thread::spawn(move || {
-        go.wait();
-        std::thread::sleep(std::time::Duration::from_millis(5));
-        canceller.cancel();
-    });
-    started.wait();
+    let t = cancel_soon(&b);
     let e = root.compute(&[x]).unwrap_err();
     t.join().unwrap();
     assert_eq!(e.kind, ErrorKind::Aborted, "{}", e.message);
