@@ -71,6 +71,11 @@ type LayerSpec struct {
 	Kind Kind
 	// Attention kinds: per-head key and value sizes and key/value heads.
 	KeyDim, ValueDim, KVHeads int
+	// ValuesInKeys: the values are the first ValueDim elements of each
+	// key (multi-head latent attention's compressed KV, llama.cpp's K-only
+	// cache); only keys are stored, and the values are views of them,
+	// never in the PermutedV layout.
+	ValuesInKeys bool
 	// Recurrent: the convolution state is [ConvWidth-1, ConvChannels] and
 	// the delta-net state [StateSize, StateSize, StateHeads] (F32) per
 	// sequence; a layer with a convolution only (LFM2's short
@@ -182,6 +187,9 @@ func New(b ml.Backend, cfg Config) (*Cache, error) {
 		case Attention, SlidingWindow:
 			if l.KeyDim <= 0 || l.ValueDim <= 0 || l.KVHeads <= 0 {
 				return nil, fmt.Errorf("kvcache: layer %d: key dim %d, value dim %d and key/value heads %d must be positive", i, l.KeyDim, l.ValueDim, l.KVHeads)
+			}
+			if l.ValuesInKeys && l.ValueDim > l.KeyDim {
+				return nil, fmt.Errorf("kvcache: layer %d: values in keys need value dim %d <= key dim %d", i, l.ValueDim, l.KeyDim)
 			}
 			if l.Kind == Attention {
 				full = append(full, i)
@@ -658,12 +666,25 @@ func (c *Cache) attnPool(layer int) *pool {
 }
 
 // Put writes the batch's keys [keyDim, kvHeads, n] and values [valueDim,
-// kvHeads, n] of layer into the cache.
+// kvHeads, n] of layer into the cache. A ValuesInKeys layer takes the keys
+// only (value nil).
 func (c *Cache) Put(ctx ml.Context, layer int, key, value ml.Tensor) {
 	p := c.attnPool(layer)
 	spec := c.cfg.Layers[layer]
 	n := c.ub.Len()
 	kd, kvh, vd := spec.KeyDim, spec.KVHeads, spec.ValueDim
+	if spec.ValuesInKeys {
+		if value != nil || key.Dim(0) != kd || key.Dim(1) != kvh || key.Dim(2) != n {
+			panic(fmt.Errorf("kvcache: layer %d keeps its values in its keys: keys %v (want [%d %d %d]) and no values",
+				layer, key.Shape(), kd, kvh, n))
+		}
+		kc := p.keys[layer].Reshape(ctx, kd*kvh, len(p.cells))
+		ctx.Forward(kc.SetRows(ctx, key.Reshape(ctx, kd*kvh, n), p.locT))
+		return
+	}
+	if value == nil {
+		panic(fmt.Errorf("kvcache: layer %d: keys %v without values", layer, key.Shape()))
+	}
 	if key.Dim(0) != kd || key.Dim(1) != kvh || key.Dim(2) != n || value.Dim(0) != vd || value.Dim(1) != kvh || value.Dim(2) != n {
 		panic(fmt.Errorf("kvcache: layer %d: keys %v and values %v, want [%d %d %d] and [%d %d %d]",
 			layer, key.Shape(), value.Shape(), kd, kvh, n, vd, kvh, n))
@@ -685,7 +706,8 @@ func (c *Cache) Put(ctx ml.Context, layer int, key, value ml.Tensor) {
 // Get returns layer's keys, values and mask for sequence k of the batch
 // (its index in the batch's Seqs): views of its stream's cells in use
 // (padded), keys [keyDim, kvHeads, len], values [valueDim, kvHeads, len]
-// (or [len, valueDim, kvHeads] when the backend asks for PermutedV), and
+// (or [len, valueDim, kvHeads] when the backend asks for PermutedV, except
+// for a ValuesInKeys layer, whose values view its keys), and
 // the mask [len, its tokens] for this layer's kind. With one sequence in
 // the batch the mask covers the whole batch.
 func (c *Cache) Get(ctx ml.Context, layer, k int) (key, value, mask ml.Tensor) {
@@ -693,7 +715,12 @@ func (c *Cache) Get(ctx ml.Context, layer, k int) (key, value, mask ml.Tensor) {
 	if k < 0 || k >= len(c.ub.Seqs) {
 		panic(fmt.Errorf("kvcache: sequence index %d of a batch of %d", k, len(c.ub.Seqs)))
 	}
-	return p.views(ctx, layer, k, c.ub, c.config.PermutedV)
+	return p.views(ctx, layer, k, c.ub, c.permutedV(layer))
+}
+
+// permutedV reports whether layer's values are in the PermutedV layout.
+func (c *Cache) permutedV(layer int) bool {
+	return c.config.PermutedV && !c.cfg.Layers[layer].ValuesInKeys
 }
 
 // Streams is Get for the sequences first, first+1, ... of an equal batch
@@ -710,17 +737,21 @@ func (c *Cache) Streams(ctx ml.Context, layer, first int) (key, value, mask ml.T
 	if first < 0 || first >= len(u.Seqs) {
 		panic(fmt.Errorf("kvcache: sequence index %d of a batch of %d", first, len(u.Seqs)))
 	}
-	if p.unified || c.config.PermutedV || !u.Equal {
+	if p.unified || c.permutedV(layer) || !u.Equal {
 		return nil, nil, nil, 0
 	}
 	count = 1
 	for first+count < len(u.Seqs) && p.strm[first+count] == p.strm[first]+count {
 		count++
 	}
-	kt, vt := p.keys[layer], p.values[layer]
+	kt, vt, vd := p.keys[layer], p.values[layer], p.valueDims[layer]
 	off, stride := p.strm[first]*p.streamSize, p.streamSize
 	key = kt.View(ctx, off*kt.Stride(2), kt.Dim(0), kt.Stride(1), kt.Dim(1), kt.Stride(2), p.histLen, stride*kt.Stride(2), count)
-	value = vt.View(ctx, off*vt.Stride(2), vt.Dim(0), vt.Stride(1), vt.Dim(1), vt.Stride(2), p.histLen, stride*vt.Stride(2), count)
+	if vd > 0 {
+		value = kt.View(ctx, off*kt.Stride(2), vd, kt.Stride(1), kt.Dim(1), kt.Stride(2), p.histLen, stride*kt.Stride(2), count)
+	} else {
+		value = vt.View(ctx, off*vt.Stride(2), vt.Dim(0), vt.Stride(1), vt.Dim(1), vt.Stride(2), p.histLen, stride*vt.Stride(2), count)
+	}
 	mt := p.masks[p.maskOf[layer]].t
 	t := u.SeqTokens
 	mask = mt.View(ctx, first*t*mt.Stride(1), mt.Dim(0), mt.Stride(1), t, t*mt.Stride(1), 1, t*mt.Stride(1), count)
@@ -739,7 +770,7 @@ func (c *Cache) GetRow(ctx ml.Context, layer, t int) (key, value, mask ml.Tensor
 	if !c.RowWise() || t < 0 || t >= c.ub.Len() {
 		panic(fmt.Errorf("kvcache: row %d of a batch of %d (row-wise %v)", t, c.ub.Len(), c.RowWise()))
 	}
-	return p.rowViews(ctx, layer, t, c.seqOf, c.config.PermutedV)
+	return p.rowViews(ctx, layer, t, c.seqOf, c.permutedV(layer))
 }
 
 // ConvState is layer's convolution state for the batch's sequences:

@@ -83,6 +83,9 @@ var (
 	attn = LayerSpec{Kind: Attention, KeyDim: 8, ValueDim: 8, KVHeads: 2}
 	swa  = LayerSpec{Kind: SlidingWindow, KeyDim: 8, ValueDim: 8, KVHeads: 2}
 	rec  = LayerSpec{Kind: Recurrent, ConvWidth: 4, ConvChannels: 6, StateSize: 4, StateHeads: 2}
+	// latent: multi-head latent attention's one cached head, whose values
+	// are its keys' first 8 elements.
+	latent = LayerSpec{Kind: Attention, KeyDim: 12, ValueDim: 8, KVHeads: 1, ValuesInKeys: true}
 )
 
 // prepare makes the batch one ubatch (sequence-major, as given) and runs
@@ -350,4 +353,50 @@ func TestRewind(t *testing.T) {
 		t.Fatalf("planes differ: reads %v (base %d), writes from %d", c.rec.readIDs, c.rec.readBase, c.rec.writeBase)
 	}
 	c.Commit()
+}
+
+// TestValuesInKeys checks a layer whose values are its keys' first
+// elements: no value tensor, values that view the keys whatever layout the
+// backend asks of stored values, and Put refusing values.
+func TestValuesInKeys(t *testing.T) {
+	b := newBackend(t)
+	if _, err := New(b, Config{Layers: []LayerSpec{{Kind: Attention, KeyDim: 8, ValueDim: 12, KVHeads: 1, ValuesInKeys: true}}, Capacity: 64}); err == nil ||
+		!strings.Contains(err.Error(), "values in keys") {
+		t.Fatalf("values wider than the keys: %v", err)
+	}
+	c, err := New(b, Config{Layers: []LayerSpec{latent, attn}, Capacity: 64, Sequences: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if c.full.values[0] != nil || c.full.values[1] == nil {
+		t.Fatal("the latent layer has a value tensor, or the other none")
+	}
+	prepare(t, c, seqs(3, 3))
+	ctx := b.NewContext()
+	defer ctx.Close()
+	c.StartForward(ctx)
+	for k := range 2 {
+		key, value, _ := c.Get(ctx, 0, k)
+		if !slices.Equal(key.Shape(), []int{12, 1, c.full.histLen}) || !slices.Equal(value.Shape(), []int{8, 1, c.full.histLen}) {
+			t.Fatalf("sequence %d: keys %v, values %v", k, key.Shape(), value.Shape())
+		}
+		if value.Stride(1) != key.Stride(1) || value.Stride(2) != key.Stride(2) {
+			t.Fatalf("values %v do not view the keys %v", value.Shape(), key.Shape())
+		}
+	}
+	if kc, vc, _, n := c.Streams(ctx, 0, 0); n != 2 || vc.Dim(0) != 8 || vc.Stride(2) != kc.Stride(2) {
+		t.Fatalf("streams: %d sequences, values %v", n, vc.Shape())
+	}
+	keys := ctx.Input().Zeros(ml.DTypeF32, 12, 1, 6)
+	func() {
+		defer func() {
+			if r := recover(); r == nil || !strings.Contains(r.(error).Error(), "keeps its values in its keys") {
+				t.Fatalf("Put with values: %v", r)
+			}
+		}()
+		c.Put(ctx, 0, keys, ctx.Input().Zeros(ml.DTypeF32, 8, 1, 6))
+	}()
+	c.Put(ctx, 0, keys, nil)
+	c.Rollback()
 }

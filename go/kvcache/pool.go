@@ -29,7 +29,8 @@ type pool struct {
 	cells               []cell
 	ctxs                []ml.Context
 	keys                []ml.Tensor // per layer of the model: [keyDim, kvHeads, streams·streamSize]; nil for other layers
-	values              []ml.Tensor
+	values              []ml.Tensor // the same, [valueDim, ...] or PermutedV; nil where the values are in the keys
+	valueDims           []int       // per layer: the values' size where they are in the keys (0: stored)
 	masks               []*mask
 	maskOf              []int // per layer of the model: index into masks
 
@@ -65,7 +66,7 @@ func (c *Cache) newPool(perStream, window int, layers []int) (*pool, error) {
 	size := streams * perStream
 	p := &pool{streams: streams, streamSize: perStream, unified: c.cfg.Unified, window: window, cells: make([]cell, size),
 		keys: make([]ml.Tensor, len(c.cfg.Layers)), values: make([]ml.Tensor, len(c.cfg.Layers)),
-		maskOf: make([]int, len(c.cfg.Layers))}
+		valueDims: make([]int, len(c.cfg.Layers)), maskOf: make([]int, len(c.cfg.Layers))}
 	p.clear()
 	for _, l := range layers {
 		spec := c.cfg.Layers[l]
@@ -87,7 +88,9 @@ func (c *Cache) newPool(perStream, window int, layers []int) (*pool, error) {
 		p.ctxs = append(p.ctxs, ctx)
 		if err := catch(func() {
 			p.keys[l] = ctx.Zeros(c.cfg.DType, spec.KeyDim, spec.KVHeads, size)
-			if c.config.PermutedV {
+			if spec.ValuesInKeys {
+				p.valueDims[l] = spec.ValueDim
+			} else if c.config.PermutedV {
 				p.values[l] = ctx.Zeros(c.cfg.DType, size, spec.ValueDim, spec.KVHeads)
 			} else {
 				p.values[l] = ctx.Zeros(c.cfg.DType, spec.ValueDim, spec.KVHeads, size)
@@ -272,14 +275,7 @@ func (p *pool) rollback() {
 // views are layer's keys, values and mask for sequence k of the batch:
 // its stream's first histLen cells and its tokens' mask rows.
 func (p *pool) views(ctx ml.Context, layer, k int, u *Ubatch, permutedV bool) (key, value, msk ml.Tensor) {
-	kt, vt := p.keys[layer], p.values[layer]
-	off := p.strm[k] * p.streamSize
-	key = kt.View(ctx, off*kt.Stride(2), kt.Dim(0), kt.Stride(1), kt.Dim(1), kt.Stride(2), p.histLen)
-	if permutedV {
-		value = vt.View(ctx, off*vt.Stride(0), p.histLen, vt.Stride(1), vt.Dim(1), vt.Stride(2), vt.Dim(2))
-	} else {
-		value = vt.View(ctx, off*vt.Stride(2), vt.Dim(0), vt.Stride(1), vt.Dim(1), vt.Stride(2), p.histLen)
-	}
+	key, value = p.cellViews(ctx, layer, p.strm[k]*p.streamSize, p.histLen, permutedV)
 	mt := p.masks[p.maskOf[layer]].t
 	if len(u.Seqs) == 1 {
 		return key, value, mt
@@ -291,16 +287,28 @@ func (p *pool) views(ctx ml.Context, layer, k int, u *Ubatch, permutedV bool) (k
 // rowViews is views for token t of a RowWise batch: the cells of its
 // sequence's stream up to its own history length, and its mask row.
 func (p *pool) rowViews(ctx ml.Context, layer, t int, seqOf []int, permutedV bool) (key, value, msk ml.Tensor) {
-	kt, vt := p.keys[layer], p.values[layer]
-	off, h := p.strm[seqOf[t]]*p.streamSize, p.rowHist[t]
-	key = kt.View(ctx, off*kt.Stride(2), kt.Dim(0), kt.Stride(1), kt.Dim(1), kt.Stride(2), h)
-	if permutedV {
-		value = vt.View(ctx, off*vt.Stride(0), h, vt.Stride(1), vt.Dim(1), vt.Stride(2), vt.Dim(2))
-	} else {
-		value = vt.View(ctx, off*vt.Stride(2), vt.Dim(0), vt.Stride(1), vt.Dim(1), vt.Stride(2), h)
-	}
+	h := p.rowHist[t]
+	key, value = p.cellViews(ctx, layer, p.strm[seqOf[t]]*p.streamSize, h, permutedV)
 	mt := p.masks[p.maskOf[layer]].t
 	return key, value, mt.View(ctx, t*mt.Stride(1), h, mt.Stride(1), 1)
+}
+
+// cellViews are layer's keys [keyDim, kvHeads, n] and values of the n
+// cells from off: [valueDim, kvHeads, n], or [n, valueDim, kvHeads] when
+// permutedV; for values kept in the keys, the keys' first valueDim
+// elements.
+func (p *pool) cellViews(ctx ml.Context, layer, off, n int, permutedV bool) (key, value ml.Tensor) {
+	kt, vt := p.keys[layer], p.values[layer]
+	key = kt.View(ctx, off*kt.Stride(2), kt.Dim(0), kt.Stride(1), kt.Dim(1), kt.Stride(2), n)
+	switch {
+	case p.valueDims[layer] > 0:
+		value = kt.View(ctx, off*kt.Stride(2), p.valueDims[layer], kt.Stride(1), kt.Dim(1), kt.Stride(2), n)
+	case permutedV:
+		value = vt.View(ctx, off*vt.Stride(0), n, vt.Stride(1), vt.Dim(1), vt.Stride(2), vt.Dim(2))
+	default:
+		value = vt.View(ctx, off*vt.Stride(2), vt.Dim(0), vt.Stride(1), vt.Dim(1), vt.Stride(2), n)
+	}
+	return key, value
 }
 
 // catch runs f, turning a panic of the ml API into an error.

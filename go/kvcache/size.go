@@ -66,7 +66,11 @@ func Size(cfg Config, pad int) (layers []uint64, host uint64, err error) {
 			} else {
 				anyFull = true
 			}
-			perCell := mul(uint64(max(l.KVHeads, 0)), uint64(max(l.KeyDim, 0))+uint64(max(l.ValueDim, 0)))
+			dims := uint64(max(l.KeyDim, 0))
+			if !l.ValuesInKeys {
+				dims += uint64(max(l.ValueDim, 0))
+			}
+			perCell := mul(uint64(max(l.KVHeads, 0)), dims)
 			layers[i] = dtypeBytes(dtype, mul(cells, perCell))
 		case Recurrent:
 			rows := uint64(seqs) * uint64(1+cfg.Rewind)

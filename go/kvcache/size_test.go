@@ -19,6 +19,7 @@ func TestSizeMatchesNew(t *testing.T) {
 		{Layers: []LayerSpec{swa, attn}, Capacity: 777, Sequences: 4, Window: 7, CompactWindow: true, Unified: true},
 		{Layers: []LayerSpec{rec, attn, rec}, Capacity: 300, Sequences: 2, Rewind: 3},
 		{Layers: []LayerSpec{attn}, Capacity: 100, DType: ml.DTypeF32},
+		{Layers: []LayerSpec{latent, attn, latent}, Capacity: 300, Sequences: 2},
 	} {
 		c, err := New(b, cfg)
 		if err != nil {
