@@ -141,64 +141,7 @@ func (a *Attention) Forward(ctx ml.Context, x ml.Tensor, b *Batch, layer int) ml
 		}
 		return op.ScaledDotProductAttention(ctx, kc, vc, mask, a.Sinks, nil, scale, true)
 	}
-	attend := func(q ml.Tensor, seq int) ml.Tensor {
-		kc, vc, mask := b.Cache.Get(ctx, layer, seq)
-		return sdpa(q, kc, vc, mask)
-	}
-	var out ml.Tensor
-	if rw, ok := b.Cache.(RowWiseKV); ok && rw.RowWise() {
-		// Token by token, each with the history of a one-token batch.
-		for t := range n {
-			kc, vc, mask := rw.GetRow(ctx, layer, t)
-			qt := q.View(ctx, t*q.Stride(2), hd, q.Stride(1), a.Heads, q.Stride(2), 1)
-			o := sdpa(qt, kc, vc, mask)
-			if out == nil {
-				out = o
-			} else {
-				out = out.Concat(ctx, o, 2)
-			}
-		}
-	} else if b.Seqs <= 1 {
-		out = attend(q, 0)
-	} else {
-		// Several sequences: each one's queries attend to its own cells,
-		// as llama.cpp's per-sequence KV streams do (its CPU kernels pick
-		// their path and precision by the rows of one stream).
-		//
-		// Sequences whose streams follow one another go through one
-		// attention op over 4-D views (the stream the 4th dimension), as
-		// llama.cpp computes them: one op per layer instead of one per
-		// sequence and a concatenation, whose barriers cost more than the
-		// attention of a decode step. Only where ggml's CPU kernel computes
-		// every row as the op of its sequence alone would (rows are
-		// independent outside its split-KV path, which it takes for one
-		// query row of one stream over 512 cells or more, and its tiled
-		// path, from 64 query rows): the results are those of the
-		// per-sequence ops bit for bit.
-		t := b.SeqTokens
-		sk, _ := b.Cache.(StreamKV)
-		for s := 0; s < b.Seqs; {
-			var o ml.Tensor
-			n := 1
-			if sk != nil && t < 64 {
-				if kc, vc, mask, c := sk.Streams(ctx, layer, s); c > 1 && (t > 1 || kc.Dim(2) < 512) {
-					qs := q.View(ctx, s*t*q.Stride(2), hd, q.Stride(1), a.Heads, q.Stride(2), t, t*q.Stride(2), c)
-					o = sdpa(qs, kc, vc, mask)
-					o = o.Reshape(ctx, o.Dim(0), o.Dim(1), t*c)
-					n = c
-				}
-			}
-			if o == nil {
-				o = attend(q.View(ctx, s*t*q.Stride(2), hd, q.Stride(1), a.Heads, q.Stride(2), t), s)
-			}
-			if out == nil {
-				out = o
-			} else {
-				out = out.Concat(ctx, o, 2)
-			}
-			s += n
-		}
-	}
+	out := attendCached(ctx, q, b, layer, sdpa)
 	out = out.Reshape(ctx, hd*a.Heads, n)
 	// The attention's output goes into the graph now, before the output
 	// projection, as llama.cpp's build_attn_mha expands it: what the next
@@ -210,4 +153,73 @@ func (a *Attention) Forward(ctx ml.Context, x ml.Tensor, b *Batch, layer int) ml
 		out = out.Mul(ctx, gate.Contiguous(ctx, hd*a.Heads, n).Sigmoid(ctx))
 	}
 	return a.Output.Forward(ctx, out)
+}
+
+// attendCached is the attention of the batch's queries q [dk, heads, n]
+// over the cache's keys and values of layer, by sdpa (the attention of
+// queries over keys kc, values vc and a mask): one op for a batch of one
+// sequence, token by token for a row-wise batch, per sequence (or per run
+// of consecutive streams) for several. Its result is [dv', heads, n].
+func attendCached(ctx ml.Context, q ml.Tensor, b *Batch, layer int, sdpa func(q, kc, vc, mask ml.Tensor) ml.Tensor) ml.Tensor {
+	n, hd, heads := b.Tokens, q.Dim(0), q.Dim(1)
+	attend := func(q ml.Tensor, seq int) ml.Tensor {
+		kc, vc, mask := b.Cache.Get(ctx, layer, seq)
+		return sdpa(q, kc, vc, mask)
+	}
+	var out ml.Tensor
+	if rw, ok := b.Cache.(RowWiseKV); ok && rw.RowWise() {
+		// Token by token, each with the history of a one-token batch.
+		for t := range n {
+			kc, vc, mask := rw.GetRow(ctx, layer, t)
+			qt := q.View(ctx, t*q.Stride(2), hd, q.Stride(1), heads, q.Stride(2), 1)
+			o := sdpa(qt, kc, vc, mask)
+			if out == nil {
+				out = o
+			} else {
+				out = out.Concat(ctx, o, 2)
+			}
+		}
+		return out
+	}
+	if b.Seqs <= 1 {
+		return attend(q, 0)
+	}
+	// Several sequences: each one's queries attend to its own cells,
+	// as llama.cpp's per-sequence KV streams do (its CPU kernels pick
+	// their path and precision by the rows of one stream).
+	//
+	// Sequences whose streams follow one another go through one
+	// attention op over 4-D views (the stream the 4th dimension), as
+	// llama.cpp computes them: one op per layer instead of one per
+	// sequence and a concatenation, whose barriers cost more than the
+	// attention of a decode step. Only where ggml's CPU kernel computes
+	// every row as the op of its sequence alone would (rows are
+	// independent outside its split-KV path, which it takes for one
+	// query row of one stream over 512 cells or more, and its tiled
+	// path, from 64 query rows): the results are those of the
+	// per-sequence ops bit for bit.
+	t := b.SeqTokens
+	sk, _ := b.Cache.(StreamKV)
+	for s := 0; s < b.Seqs; {
+		var o ml.Tensor
+		c := 1
+		if sk != nil && t < 64 {
+			if kc, vc, mask, count := sk.Streams(ctx, layer, s); count > 1 && (t > 1 || kc.Dim(2) < 512) {
+				qs := q.View(ctx, s*t*q.Stride(2), hd, q.Stride(1), heads, q.Stride(2), t, t*q.Stride(2), count)
+				o = sdpa(qs, kc, vc, mask)
+				o = o.Reshape(ctx, o.Dim(0), o.Dim(1), t*count)
+				c = count
+			}
+		}
+		if o == nil {
+			o = attend(q.View(ctx, s*t*q.Stride(2), hd, q.Stride(1), heads, q.Stride(2), t), s)
+		}
+		if out == nil {
+			out = o
+		} else {
+			out = out.Concat(ctx, o, 2)
+		}
+		s += c
+	}
+	return out
 }

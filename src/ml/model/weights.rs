@@ -125,9 +125,10 @@ impl BuftChooser {
     /// matmuls read are candidates for repacking (see
     /// [`placement::is_matmul_weight`]: embeddings are read with get_rows,
     /// convolution kernels with ssm_conv, neither of which can read a
-    /// repacked layout): 2-D matrices, probed with a MUL_MAT, and 3-D
+    /// repacked layout): 2-D matrices, probed with a MUL_MAT, 3-D
     /// mixture-of-experts matrices, probed with the MUL_MAT_ID that reads
-    /// them (as llama.cpp chooses by the op that uses each weight).
+    /// them, and other 3-D stacks with a batched MUL_MAT (as llama.cpp
+    /// chooses by the op that uses each weight).
     ///
     /// When the backend has a GPU with a host buffer type that supports the
     /// weight's op, the weight stays in the plain CPU buffer type, never
@@ -145,6 +146,11 @@ impl BuftChooser {
             let w = sys::ggml_new_tensor(self.probe, info.dtype, 4, info.ne.as_ptr());
             let op = if info.n_dims == 2 {
                 let x = sys::ggml_new_tensor_2d(self.probe, sys::GGML_TYPE_F32, info.ne[0], 32);
+                sys::ggml_mul_mat(self.probe, w, x)
+            } else if !placement::is_expert_tensor(&info.name) {
+                // A stack of matrices that a batched MUL_MAT reads (MLA's
+                // per-head attn_k_b and attn_v_b).
+                let x = sys::ggml_new_tensor_3d(self.probe, sys::GGML_TYPE_F32, info.ne[0], 32, info.ne[2]);
                 sys::ggml_mul_mat(self.probe, w, x)
             } else {
                 let used = info.ne[2].clamp(1, 8);

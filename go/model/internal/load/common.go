@@ -25,6 +25,16 @@ type Common struct {
 // blocks), heads, head and RoPE sizes, context (default ctx), vocabulary,
 // norm epsilon (default eps) and RoPE base, with their checks.
 func (r *Reader) Common(ctx int, eps float32) Common {
+	c := r.Sizes(ctx, eps)
+	c.HeadDim = r.HeadDim(c.Hidden, c.Heads)
+	c.RopeDim = r.Int("rope.dimension_count", c.HeadDim)
+	r.RopeDim(c.RopeDim, c.HeadDim)
+	return c
+}
+
+// Sizes is Common without the head and RoPE sizes, for architectures
+// whose keys and values differ in size (DeepSeek 2's latent attention).
+func (r *Reader) Sizes(ctx int, eps float32) Common {
 	c := Common{
 		Hidden:   r.Need("embedding_length"),
 		Heads:    r.Need("attention.head_count"),
@@ -38,9 +48,6 @@ func (r *Reader) Common(ctx int, eps float32) Common {
 	if c.Layers = all - c.NextN; c.Layers <= 0 && r.Err() == nil {
 		r.Fail("%s = %d leaves no layers after %s = %d", r.Key("block_count"), all, r.Key("nextn_predict_layers"), c.NextN)
 	}
-	c.HeadDim = r.HeadDim(c.Hidden, c.Heads)
-	c.RopeDim = r.Int("rope.dimension_count", c.HeadDim)
-	r.RopeDim(c.RopeDim, c.HeadDim)
 	return c
 }
 
