@@ -48,6 +48,19 @@ that llama.cpp (tools/llama-ref) and our Go runner load the same files:
                  layers' feed-forwards dense, the rest experts routed by a
                  sigmoid with a selection bias (exp_probs_b), the kept
                  weights normalised
+  deepseek2      DeepSeek-V2-Lite-like: multi-head latent attention as
+                 llama.cpp's converter writes it (attn_kv_b split into
+                 attn_k_b and attn_v_b, key_length_mla/value_length_mla,
+                 one cached head of kv_lora_rank + rope values), queries by
+                 attn_q (q_lora_rank 0), YaRN x4 with its log multiplier,
+                 one leading dense layer, then softmax-routed experts
+                 (no expert_gating_func: llama.cpp's default) beside 2
+                 shared experts
+  glm4moelite    GLM-4.7-Flash-like, architecture deepseek2 for llama.cpp:
+                 low-rank queries (attn_q_a, its norm, attn_q_b), values
+                 wider than the keys' non-rotary part, sigmoid routing with
+                 a selection bias, normalised weights scaled by 1.8, one
+                 shared expert, no YaRN
   mistral3       Mistral 3's text decoder (Ministral 3): llama's blocks
                  (normal RoPE) with YaRN whose magnitude has its own log
                  multiplier, and Llama 4's attention temperature by
@@ -403,6 +416,26 @@ NEW_ARCHS = {
         "bench": dict(n_layer=8, d=1024, n_head=16, n_kv=8, hd=64, ffn=4608, attn_layers=(2, 5, 7), l_cache=3,
                       n_expert=32, n_used=4, ffe=512, dense_lead=2, tied=True),
     },
+    # DeepSeek-V2-Lite-like (27 layers, d 2048, 16 heads of 128+64, kv_lora
+    # 512, 64 experts top-6 + 2 shared there): queries by attn_q; YaRN x4
+    # over an original context of 32 (x40 over 4096 there) with
+    # mscale_all_dim 0.707 (written as 0.1 times it).
+    "deepseek2": {
+        "small": dict(n_layer=4, d=128, n_head=4, n_kv=1, hd=64, n_rot=32, q_lora=0, kv_lora=64, vd=32, ffn=384,
+                      dense_lead=1, n_expert=16, n_used=4, ffe=64, n_shared=2,
+                      yarn=dict(factor=4.0, orig_ctx=32, log_mul=0.0707)),
+        "bench": dict(n_layer=8, d=1024, n_head=16, n_kv=1, hd=192, n_rot=64, q_lora=0, kv_lora=512, vd=128, ffn=4096,
+                      dense_lead=1, n_expert=64, n_used=6, ffe=256, n_shared=2,
+                      yarn=dict(factor=4.0, orig_ctx=4096, log_mul=0.0707)),
+    },
+    # GLM-4.7-Flash-like (47 layers, d 2048, 20 heads of 192+64 with values
+    # of 256, q_lora 768, kv_lora 512, 64 experts top-4 + 1 shared there).
+    "glm4moelite": {
+        "small": dict(n_layer=4, d=128, n_head=4, n_kv=1, hd=64, n_rot=32, q_lora=96, kv_lora=64, vd=64, ffn=384,
+                      dense_lead=1, n_expert=16, n_used=4, ffe=64, n_shared=1, scale=1.8),
+        "bench": dict(n_layer=8, d=1024, n_head=16, n_kv=1, hd=192, n_rot=64, q_lora=768, kv_lora=512, vd=256,
+                      ffn=4096, dense_lead=1, n_expert=64, n_used=4, ffe=256, n_shared=1, scale=1.8),
+    },
     "gemma2": {
         "small": dict(n_layer=6, d=128, n_head=4, n_kv=2, hd=64, ffn=384, swa=16, softcap=30.0, attn_softcap=10.0, tied=True),
         "bench": dict(n_layer=8, d=1152, n_head=8, n_kv=4, hd=128, ffn=6912, swa=512, attn_softcap=50.0, tied=True),
@@ -425,9 +458,10 @@ def write_new_model(path: str, arch: str, size: str, tname: str):
     qk_norm = arch not in ("gpt-oss", "gemma2", "mistral3") and not olmo  # lfm2: its attention layers'
     gemma = arch in ("gemma2", "gemma3")
     lfm = arch in ("lfm2", "lfm2moe")
+    mla = arch in ("deepseek2", "glm4moelite")
 
-    # OLMo 3's checkpoints are olmo2 files for llama.cpp.
-    w = gguf.GGUFWriter(path + ".tmp", "olmo2" if olmo else arch)
+    # OLMo 3's checkpoints are olmo2 files for llama.cpp, GLM-4.7-Flash's deepseek2.
+    w = gguf.GGUFWriter(path + ".tmp", "olmo2" if olmo else "deepseek2" if mla else arch)
     w.add_name(f"ggml-rs random {model} {tname}")
     w.add_file_type(int(ftype))
     w.add_context_length(h["ctx"])
@@ -443,12 +477,27 @@ def write_new_model(path: str, arch: str, size: str, tname: str):
         w.add_shortconv_l_cache(h["l_cache"])
     else:
         w.add_head_count_kv(nkv)
-    w.add_key_length(hd)
-    w.add_value_length(hd)
+    if mla:
+        # The cached latent head, then each head's sizes.
+        w.add_key_length(h["kv_lora"] + n_rot)
+        w.add_value_length(h["kv_lora"])
+        w.add_key_length_mla(hd)
+        w.add_value_length_mla(h["vd"])
+        w.add_q_lora_rank(h["q_lora"])
+        w.add_kv_lora_rank(h["kv_lora"])
+        w.add_leading_dense_block_count(h["dense_lead"])
+        w.add_expert_shared_count(h["n_shared"])
+        w.add_expert_weights_scale(h.get("scale", 1.0))
+        if arch == "glm4moelite":
+            w.add_expert_weights_norm(True)
+            w.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)
+    else:
+        w.add_key_length(hd)
+        w.add_value_length(hd)
     w.add_rope_dimension_count(n_rot)
     w.add_layer_norm_rms_eps(1e-6 if qwen else 1e-5)
     w.add_rope_freq_base({"qwen3moe": 1e6, "gpt-oss": 150000.0, "gemma3": 1e6, "gemma2": 10000.0, "olmo2": 500000.0, "mistral3": 1e6, "lfm2": 1e6, "lfm2moe": 1e6,
-                        "olmo3": 500000.0}.get(arch, 1e7))
+                        "olmo3": 500000.0, "deepseek2": 10000.0, "glm4moelite": 1e6}.get(arch, 1e7))
     if E:
         w.add_expert_count(E)
         w.add_expert_used_count(h["n_used"])
@@ -546,6 +595,25 @@ def write_new_model(path: str, arch: str, size: str, tname: str):
             norm(p + "attn_q_norm.weight", hd)
             norm(p + "attn_k_norm.weight", hd)
 
+    def latent_attention(p):
+        """DeepSeek 2's attention as llama.cpp's converter writes it: queries
+        of n_head x (nope + rope) by attn_q or low rank (q_a, its norm,
+        q_b); the compressed KV and the shared rotary key (kv_a_mqa), its
+        norm; kv_b_proj split per head into attn_k_b {nope, kv_lora} and
+        attn_v_b {kv_lora, v}."""
+        qr, kvr, vd, nope = h["q_lora"], h["kv_lora"], h["vd"], hd - n_rot
+        if qr:
+            mat(p + "attn_q_a.weight", (qr, d), d ** -0.5)
+            norm(p + "attn_q_a_norm.weight", qr)
+            mat(p + "attn_q_b.weight", (nh * hd, qr), qr ** -0.5)
+        else:
+            mat(p + "attn_q.weight", (nh * hd, d), d ** -0.5)
+        mat(p + "attn_kv_a_mqa.weight", (kvr + n_rot, d), d ** -0.5)
+        norm(p + "attn_kv_a_norm.weight", kvr)
+        mat(p + "attn_k_b.weight", (nh, kvr, nope), nope ** -0.5)
+        mat(p + "attn_v_b.weight", (nh, vd, kvr), kvr ** -0.5)
+        mat(p + "attn_output.weight", (d, nh * vd), (nh * vd) ** -0.5 * 0.5)
+
     def moe(p):
         # The router's spread (logits with sd 2) keeps the k-th and (k+1)-th
         # experts apart, so that rounding rarely swaps them.
@@ -617,7 +685,21 @@ def write_new_model(path: str, arch: str, size: str, tname: str):
             norm(p + "post_ffw_norm.weight", d)
             continue
         norm(p + "attn_norm.weight", d)
-        if arch == "mistral3":
+        if mla:
+            latent_attention(p)
+            norm(p + "ffn_norm.weight", d)
+            if i < h["dense_lead"]:
+                dense_ffn(p)
+            else:
+                moe(p)
+                sh = ffe * h["n_shared"]
+                mat(p + "ffn_gate_shexp.weight", (sh, d), d ** -0.5)
+                mat(p + "ffn_up_shexp.weight", (sh, d), d ** -0.5)
+                mat(p + "ffn_down_shexp.weight", (d, sh), sh ** -0.5)
+                if arch == "glm4moelite":
+                    # The selection bias, comparable to the sigmoid's spread.
+                    f32(p + "exp_probs_b.bias", E, 0.1)
+        elif arch == "mistral3":
             attention(p, False)
             norm(p + "ffn_norm.weight", d)
             dense_ffn(p)
@@ -701,7 +783,9 @@ def write_new_model(path: str, arch: str, size: str, tname: str):
 # that llama.cpp's converter names arch: gpt-oss is "gptoss", and a
 # Qwen3-Next checkpoint (it has experts) comes out as "qwen35moe".
 OLLAMA_ARCH = {"gpt-oss": "gptoss", "qwen3next": "qwen35moe", "qwen35": "qwen35", "qwen35moe": "qwen35moe", "olmo3": "olmo3",
-               "mistral3": "mistral3"}
+               "mistral3": "mistral3", "glm4moelite": "glm4moelite"}
+# The architecture in the llama.cpp-layout file's keys, where it is not arch.
+LLAMA_ARCH = {"olmo3": "olmo2", "glm4moelite": "deepseek2"}
 
 # llama.cpp's MTP (nextn) tensor names and the checkpoint's, which Ollama's
 # converter writes with no more than its usual renames (it binds none).
@@ -781,11 +865,12 @@ def write_ollama_model(path: str, src: str, arch: str, size: str):
     def flag(v):
         return (v, T.BOOL, None)
 
-    if arch == "olmo3":
-        # The llama.cpp-layout file's keys carry its architecture, olmo2.
+    if arch in LLAMA_ARCH:
+        # The llama.cpp-layout file's keys carry its own architecture.
+        la = LLAMA_ARCH[arch]
         for name, f in r.fields.items():
-            if name.startswith("olmo2."):
-                kv[name[len("olmo2."):]] = kv.pop(name)
+            if name.startswith(la + "."):
+                kv[name[len(la) + 1:]] = kv.pop(name)
     n_layer = kv["block_count"][0] - kv.pop("nextn_predict_layers", (0,))[0]
     kv["block_count"] = u32(n_layer)
     del kv["general.name"]
@@ -807,6 +892,14 @@ def write_ollama_model(path: str, src: str, arch: str, size: str):
         kv["rope.scaling.mscale_all_dim"] = kv.pop("rope.scaling.yarn_log_multiplier")
         kv["rope.scaling_beta"] = kv.pop("attention.temperature_scale")
         kv["vocab_size"] = u32(n_vocab)
+    elif arch == "glm4moelite":
+        # Each head's sizes as key_length and value_length, the cached
+        # head's as the *_mla keys; every head counted as a KV head.
+        for a, b in (("attention.key_length", "attention.key_length_mla"),
+                     ("attention.value_length", "attention.value_length_mla")):
+            kv[a], kv[b] = kv[b], kv[a]
+        kv["attention.head_count_kv"] = kv["attention.head_count"]
+        kv["tokenizer.ggml.pre"] = ("glm4", T.STRING, None)
     elif arch == "olmo3":
         for k in ("attention.key_length", "attention.value_length", "rope.dimension_count"):
             kv.pop(k, None)

@@ -7,7 +7,8 @@ package main
 // array whose zeros mark the recurrent layers, 3 rope sections and their
 // aliases, no MTP layers in block_count, no expert_feed_forward_length or
 // rope.scaling.type for gpt-oss; OLMo 3's sliding layers as a bool array,
-// no head sizes; Mistral 3's YaRN and temperature under other names) and
+// no head sizes; Mistral 3's YaRN and temperature under other names;
+// GLM-4.7-Flash's per-head and cached head sizes swapped) and
 // stray tensors (mtp.*; Mistral 3's vision tower).
 // scripts/gen-models.py --layout ollama writes those files
 // (<model>-ollama.gguf) from the same tensor bytes as the llama.cpp-layout
@@ -27,12 +28,13 @@ import (
 // ollamaArchs maps the architectures that have an Ollama layout (the
 // llama.cpp name, as in the model file names) to the name in Ollama's file.
 var ollamaArchs = map[string]string{
-	"gpt-oss":   "gptoss",
-	"qwen3next": "qwen35moe",
-	"qwen35":    "qwen35",
-	"qwen35moe": "qwen35moe",
-	"olmo3":     "olmo3", // llama.cpp's converter: olmo2
-	"mistral3":  "mistral3",
+	"gpt-oss":     "gptoss",
+	"qwen3next":   "qwen35moe",
+	"qwen35":      "qwen35",
+	"qwen35moe":   "qwen35moe",
+	"olmo3":       "olmo3", // llama.cpp's converter: olmo2
+	"mistral3":    "mistral3",
+	"glm4moelite": "glm4moelite", // llama.cpp's converter: deepseek2
 }
 
 // TestOllamaLayout checks that each Ollama-layout model gives
@@ -138,6 +140,15 @@ func checkOllamaLayout(t *testing.T, b ml.Backend, arch string) {
 		}
 		if !has("v.patch_conv.weight") {
 			problems = append(problems, "no vision tower tensors")
+		}
+	} else if arch == "glm4moelite" {
+		// Each head's key (nope + rope) as key_length, the cached one as
+		// key_length_mla; every head a KV head; GLM's pre-tokenizer.
+		kl, _ := c.Value(oarch + ".attention.key_length").(uint32)
+		klm, _ := c.Value(oarch + ".attention.key_length_mla").(uint32)
+		kv, _ := c.Value(oarch + ".attention.head_count_kv").(uint32)
+		if kl == 0 || klm <= kl || kv <= 1 || c.Value("tokenizer.ggml.pre") != "glm4" {
+			problems = append(problems, fmt.Sprintf("key_length %d, key_length_mla %d, head_count_kv %d, pre %v: not Ollama's", kl, klm, kv, c.Value("tokenizer.ggml.pre")))
 		}
 	} else if arch == "olmo3" {
 		if _, ok := c.Value(oarch + ".attention.sliding_window_pattern").([]bool); !ok {

@@ -37,6 +37,8 @@ var quantizeGolden = []struct {
 	{"llama-small-f16", []string{"-type", "IQ3_S", "-tensor-type", "attn_v=q8_0"}, "029e9df55e2befac24003ad6186dd2d2bea96373eeb5d72c43dccfb55f35acf4", ""},
 	{"gpt-oss-small-f16", []string{"-type", "MXFP4_MOE"}, "daf53087a2659c885cc3cce1d253b2923752e1350a1fbafffecf7aa7ced5eb6d", ""},
 	{"qwen3next-small-f16", []string{"-type", "TQ2_0"}, "9ebac5301b8c6b96e385d622b5ce1e877ab4b41fe8cd7b1928ecac66f19eec4d", ""},
+	{"deepseek2-small-f16", []string{"-type", "Q4_K_M"}, "528097b323ff1416b27a308d1275b03a3dc78ede95703ca596a9cf41f2c259b7", ""},
+	{"glm4moelite-small-f16", []string{"-type", "Q3_K_M"}, "ecf6f1e8ebed7e218111667c0ceba6b61ad92ecb7454a3fa729c23a014deee6c", ""},
 	// with an importance matrix
 	{"llama-small-f16", []string{"-type", "IQ2_XXS"}, "d82aed8602086ae1834ff9f23e74775380fb05cf67a63d4a1cff22e777730880", "imatrix.gguf"},
 	{"llama-small-f16", []string{"-type", "IQ3_XXS"}, "249e8e26f5ee0ac6e9968cde6259cb4422fc5e8913ebb10885f33be6078f0d93", "imatrix.gguf"},
