@@ -156,7 +156,7 @@ MINILM_GGUF := .cache/all-minilm-l6-v2.gguf
 RUNNER := go/bin/ggml-rs
 # The small generated models of the parity tests (see "parity" below).
 MODELS_DIR := .cache/models
-MODEL_ARCHS := llama qwen2 qwen3 qwen3moe gpt-oss qwen3next qwen35 qwen35moe gemma3 gemma2 olmo2 olmo3 mistral3 lfm2 lfm2moe deepseek2 glm4moelite
+MODEL_ARCHS := llama qwen2 qwen3 qwen3moe gpt-oss qwen3next qwen35 qwen35moe gemma3 gemma2 olmo2 olmo3 mistral3 lfm2 lfm2moe deepseek2 deepseek2mha glm4moelite
 SMALL_MODELS := $(foreach a,$(MODEL_ARCHS),$(foreach t,f16 q8_0 q4_0,$(MODELS_DIR)/$(a)-small-$(t).gguf)) \
 	$(foreach a,qwen3next qwen35 qwen35moe,$(MODELS_DIR)/$(a)-small-f32.gguf)
 # Importance matrices of three small models, in llama-imatrix's GGUF format

@@ -56,6 +56,10 @@ that llama.cpp (tools/llama-ref) and our Go runner load the same files:
                  one leading dense layer, then softmax-routed experts
                  (no expert_gating_func: llama.cpp's default) beside 2
                  shared experts
+  deepseek2mha   deepseek2 as llama.cpp's converter wrote it before MLA
+                 caching (architecture deepseek2): attn_kv_b whole, no
+                 *_mla keys, every head a KV head; llama.cpp runs it as
+                 multi-head attention over decompressed keys and values
   glm4moelite    GLM-4.7-Flash-like, architecture deepseek2 for llama.cpp:
                  low-rank queries (attn_q_a, its norm, attn_q_b), values
                  wider than the keys' non-rotary part, sigmoid routing with
@@ -428,6 +432,12 @@ NEW_ARCHS = {
                       dense_lead=1, n_expert=64, n_used=6, ffe=256, n_shared=2,
                       yarn=dict(factor=4.0, orig_ctx=4096, log_mul=0.0707)),
     },
+    # The same shapes in the older layout (attn_kv_b whole).
+    "deepseek2mha": {
+        "small": dict(n_layer=4, d=128, n_head=4, n_kv=4, hd=64, n_rot=32, q_lora=0, kv_lora=64, vd=32, ffn=384,
+                      dense_lead=1, n_expert=16, n_used=4, ffe=64, n_shared=2,
+                      yarn=dict(factor=4.0, orig_ctx=32, log_mul=0.0707)),
+    },
     # GLM-4.7-Flash-like (47 layers, d 2048, 20 heads of 192+64 with values
     # of 256, q_lora 768, kv_lora 512, 64 experts top-4 + 1 shared there).
     "glm4moelite": {
@@ -458,7 +468,8 @@ def write_new_model(path: str, arch: str, size: str, tname: str):
     qk_norm = arch not in ("gpt-oss", "gemma2", "mistral3") and not olmo  # lfm2: its attention layers'
     gemma = arch in ("gemma2", "gemma3")
     lfm = arch in ("lfm2", "lfm2moe")
-    mla = arch in ("deepseek2", "glm4moelite")
+    mla = arch in ("deepseek2", "deepseek2mha", "glm4moelite")
+    absorbed = arch != "deepseek2mha"  # attn_k_b and attn_v_b, not attn_kv_b
 
     # OLMo 3's checkpoints are olmo2 files for llama.cpp, GLM-4.7-Flash's deepseek2.
     w = gguf.GGUFWriter(path + ".tmp", "olmo2" if olmo else "deepseek2" if mla else arch)
@@ -478,11 +489,15 @@ def write_new_model(path: str, arch: str, size: str, tname: str):
     else:
         w.add_head_count_kv(nkv)
     if mla:
-        # The cached latent head, then each head's sizes.
-        w.add_key_length(h["kv_lora"] + n_rot)
-        w.add_value_length(h["kv_lora"])
-        w.add_key_length_mla(hd)
-        w.add_value_length_mla(h["vd"])
+        if absorbed:
+            # The cached latent head, then each head's sizes.
+            w.add_key_length(h["kv_lora"] + n_rot)
+            w.add_value_length(h["kv_lora"])
+            w.add_key_length_mla(hd)
+            w.add_value_length_mla(h["vd"])
+        else:
+            w.add_key_length(hd)
+            w.add_value_length(h["vd"])
         w.add_q_lora_rank(h["q_lora"])
         w.add_kv_lora_rank(h["kv_lora"])
         w.add_leading_dense_block_count(h["dense_lead"])
@@ -497,7 +512,7 @@ def write_new_model(path: str, arch: str, size: str, tname: str):
     w.add_rope_dimension_count(n_rot)
     w.add_layer_norm_rms_eps(1e-6 if qwen else 1e-5)
     w.add_rope_freq_base({"qwen3moe": 1e6, "gpt-oss": 150000.0, "gemma3": 1e6, "gemma2": 10000.0, "olmo2": 500000.0, "mistral3": 1e6, "lfm2": 1e6, "lfm2moe": 1e6,
-                        "olmo3": 500000.0, "deepseek2": 10000.0, "glm4moelite": 1e6}.get(arch, 1e7))
+                        "olmo3": 500000.0, "deepseek2": 10000.0, "deepseek2mha": 10000.0, "glm4moelite": 1e6}.get(arch, 1e7))
     if E:
         w.add_expert_count(E)
         w.add_expert_used_count(h["n_used"])
@@ -610,8 +625,13 @@ def write_new_model(path: str, arch: str, size: str, tname: str):
             mat(p + "attn_q.weight", (nh * hd, d), d ** -0.5)
         mat(p + "attn_kv_a_mqa.weight", (kvr + n_rot, d), d ** -0.5)
         norm(p + "attn_kv_a_norm.weight", kvr)
-        mat(p + "attn_k_b.weight", (nh, kvr, nope), nope ** -0.5)
-        mat(p + "attn_v_b.weight", (nh, vd, kvr), kvr ** -0.5)
+        if absorbed:
+            mat(p + "attn_k_b.weight", (nh, kvr, nope), nope ** -0.5)
+            mat(p + "attn_v_b.weight", (nh, vd, kvr), kvr ** -0.5)
+        else:
+            # Per head, its nope key rows then its value rows (of the
+            # same spread as the split tensors' above).
+            mat(p + "attn_kv_b.weight", (nh * (nope + vd), kvr), kvr ** -0.5)
         mat(p + "attn_output.weight", (d, nh * vd), (nh * vd) ** -0.5 * 0.5)
 
     def moe(p):

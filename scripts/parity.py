@@ -66,7 +66,7 @@ import subprocess
 import sys
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-ARCHS = ("llama", "qwen2", "qwen3", "qwen3moe", "gpt-oss", "qwen3next", "qwen35", "qwen35moe", "gemma3", "gemma2", "olmo2", "olmo3", "mistral3", "lfm2", "lfm2moe", "deepseek2", "glm4moelite")
+ARCHS = ("llama", "qwen2", "qwen3", "qwen3moe", "gpt-oss", "qwen3next", "qwen35", "qwen35moe", "gemma3", "gemma2", "olmo2", "olmo3", "mistral3", "lfm2", "lfm2moe", "deepseek2", "deepseek2mha", "glm4moelite")
 MODELS = [f"{a}-small-{t}" for a in ARCHS for t in ("f16", "q8_0", "q4_0")]
 # F32 weights for the hybrid archs too. llama.cpp's fused delta-net kernel
 # and its unfused graphs (as our fused and primitive paths) round

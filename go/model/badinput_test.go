@@ -249,7 +249,7 @@ type badCase struct {
 
 // The architectures' small models.
 var badArchs = []string{"qwen2", "qwen3moe", "gpt-oss", "qwen3next", "qwen35", "qwen35moe", "gemma3", "gemma2", "olmo2", "olmo3", "mistral3", "lfm2", "lfm2moe",
-	"deepseek2", "glm4moelite"}
+	"deepseek2", "deepseek2mha", "glm4moelite"}
 
 func TestBadModels(t *testing.T) {
 	for _, arch := range badArchs {
@@ -652,7 +652,8 @@ func badCases(t *testing.T, m *ggufFile) []badCase {
 var hugeBlocks = 1 << 16
 
 // mlaCases are DeepSeek 2's (and GLM-4.7-Flash's, architecture deepseek2
-// in llama.cpp's files) heads, latent sizes and attention tensors.
+// in llama.cpp's files) heads, latent sizes and attention tensors, for
+// files with a latent cache (attn_k_b, attn_v_b) and older ones (attn_kv_b).
 func mlaCases(m *ggufFile) []badCase {
 	k := func(s string) string { return "deepseek2." + s }
 	set := func(key string, v any) func(*testing.T, *ggufFile) {
@@ -661,7 +662,12 @@ func mlaCases(m *ggufFile) []badCase {
 	u32 := func(n int) uint32 { return uint32(n) }
 	blk := func(i int, s string) string { return fmt.Sprintf("blk.%d.%s", i, s) }
 	heads, layers, rd := m.u("attention.head_count"), m.u("block_count"), m.u("rope.dimension_count")
-	kvr, hk, vd := m.u("attention.kv_lora_rank"), m.u("attention.key_length_mla"), m.u("attention.value_length_mla")
+	kvr := m.u("attention.kv_lora_rank")
+	absorbed := m.get("attention.key_length_mla") != nil
+	hk, vd := m.u("attention.key_length"), m.u("attention.value_length") // files with attn_kv_b
+	if absorbed {
+		hk, vd = m.u("attention.key_length_mla"), m.u("attention.value_length_mla")
+	}
 	lead, qr := m.u("leading_dense_block_count"), m.u("attention.q_lora_rank")
 	q := "attn_q.weight"
 	if qr > 0 {
@@ -671,21 +677,8 @@ func mlaCases(m *ggufFile) []badCase {
 		{"head_count 0", set("attention.head_count", u32(0)), []string{k("attention.head_count")}},
 		{"head_count missing", set("attention.head_count", nil), []string{k("attention.head_count")}},
 		{"head_count doubled", set("attention.head_count", u32(2*heads)), []string{blk(0, q)}},
-		{"head_count_kv 2 with a latent cache", set("attention.head_count_kv", u32(2)), []string{k("attention.head_count_kv")}},
 		{"kv_lora_rank missing", set("attention.kv_lora_rank", nil), []string{k("attention.kv_lora_rank")}},
 		{"kv_lora_rank 0", set("attention.kv_lora_rank", u32(0)), []string{k("attention.kv_lora_rank")}},
-		{"kv_lora_rank and the cached head larger than the tensors'", func(_ *testing.T, m *ggufFile) {
-			m.set("attention.kv_lora_rank", u32(kvr+32))
-			m.set("attention.key_length", u32(kvr+32+rd))
-			m.set("attention.value_length", u32(kvr+32))
-		}, []string{blk(0, "attn_kv_a_mqa.weight")}},
-		{"key_length not kv_lora_rank + rope", set("attention.key_length", u32(kvr)), []string{k("attention.key_length")}},
-		{"value_length not kv_lora_rank", set("attention.value_length", u32(kvr+1)), []string{k("attention.value_length")}},
-		{"key_length_mla no larger than the rope", set("attention.key_length_mla", u32(rd)), []string{k("attention.key_length_mla")}},
-		{"key_length_mla doubled", set("attention.key_length_mla", u32(2*hk)), []string{blk(0, q)}},
-		{"value_length_mla doubled", set("attention.value_length_mla", u32(2*vd)), []string{blk(0, "attn_v_b.weight")}},
-		// Without the *_mla keys the file is read as one of attn_kv_b.
-		{"value_length_mla missing", set("attention.value_length_mla", nil), []string{blk(0, "attn_kv_b.weight")}},
 		{"q_lora_rank negative", set("attention.q_lora_rank", int32(-1)), []string{k("attention.q_lora_rank")}},
 		{"rope.dimension_count odd", set("rope.dimension_count", u32(rd-1)), []string{k("rope.dimension_count")}},
 		{"rope.dimension_count 0", set("rope.dimension_count", u32(0)), []string{k("rope.dimension_count")}},
@@ -693,11 +686,6 @@ func mlaCases(m *ggufFile) []badCase {
 		{"block_count larger than the layers present", set("block_count", u32(layers+1)), []string{k("block_count")}},
 		{"block_count huge", set("block_count", u32(hugeBlocks)), []string{k("block_count")}},
 		{"embedding_length wrong", set("embedding_length", u32(m.u("embedding_length")+32)), []string{"token_embd.weight"}},
-		{"missing attn_k_b", func(_ *testing.T, m *ggufFile) { m.drop(blk(1, "attn_k_b.weight")) }, []string{blk(1, "attn_k_b.weight")}},
-		{"attn_v_b 2-D", func(t *testing.T, m *ggufFile) { m.reshape(t, blk(2, "attn_v_b.weight"), kvr, vd*heads) },
-			[]string{blk(2, "attn_v_b.weight")}},
-		{"attn_k_b of type i32", func(t *testing.T, m *ggufFile) { m.retype(t, blk(0, "attn_k_b.weight"), gguf.TensorI32) },
-			[]string{blk(0, "attn_k_b.weight")}},
 		{"kv norm of the cached head's width", func(t *testing.T, m *ggufFile) { m.reshape(t, blk(1, "attn_kv_a_norm.weight"), kvr+rd) },
 			[]string{blk(1, "attn_kv_a_norm.weight")}},
 		{"attention output of type f64", func(t *testing.T, m *ggufFile) { m.retype(t, blk(1, "attn_output.weight"), gguf.TensorF64) },
@@ -709,6 +697,37 @@ func mlaCases(m *ggufFile) []badCase {
 		{"expert_gating_func 3", set("expert_gating_func", u32(3)), []string{k("expert_gating_func")}},
 		{"expert_group_count 4", set("expert_group_count", u32(4)), []string{k("expert_group_count")}},
 		{"attention temperature", set("attention.temperature_scale", float32(0.1)), []string{k("attention.temperature_scale")}},
+	}
+	if absorbed {
+		cs = append(cs, []badCase{
+			{"head_count_kv 2 with a latent cache", set("attention.head_count_kv", u32(2)), []string{k("attention.head_count_kv")}},
+			{"kv_lora_rank and the cached head larger than the tensors'", func(_ *testing.T, m *ggufFile) {
+				m.set("attention.kv_lora_rank", u32(kvr+32))
+				m.set("attention.key_length", u32(kvr+32+rd))
+				m.set("attention.value_length", u32(kvr+32))
+			}, []string{blk(0, "attn_kv_a_mqa.weight")}},
+			{"key_length not kv_lora_rank + rope", set("attention.key_length", u32(kvr)), []string{k("attention.key_length")}},
+			{"value_length not kv_lora_rank", set("attention.value_length", u32(kvr+1)), []string{k("attention.value_length")}},
+			{"key_length_mla no larger than the rope", set("attention.key_length_mla", u32(rd)), []string{k("attention.key_length_mla")}},
+			{"key_length_mla doubled", set("attention.key_length_mla", u32(2*hk)), []string{blk(0, q)}},
+			{"value_length_mla doubled", set("attention.value_length_mla", u32(2*vd)), []string{blk(0, "attn_v_b.weight")}},
+			// Without the *_mla keys the file is read as one of attn_kv_b.
+			{"value_length_mla missing", set("attention.value_length_mla", nil), []string{blk(0, "attn_kv_b.weight")}},
+			{"missing attn_k_b", func(_ *testing.T, m *ggufFile) { m.drop(blk(1, "attn_k_b.weight")) }, []string{blk(1, "attn_k_b.weight")}},
+			{"attn_v_b 2-D", func(t *testing.T, m *ggufFile) { m.reshape(t, blk(2, "attn_v_b.weight"), kvr, vd*heads) },
+				[]string{blk(2, "attn_v_b.weight")}},
+			{"attn_k_b of type i32", func(t *testing.T, m *ggufFile) { m.retype(t, blk(0, "attn_k_b.weight"), gguf.TensorI32) },
+				[]string{blk(0, "attn_k_b.weight")}},
+		}...)
+	} else {
+		cs = append(cs, []badCase{
+			{"kv_lora_rank larger than the tensors'", set("attention.kv_lora_rank", u32(kvr+32)), []string{blk(0, "attn_kv_a_mqa.weight")}},
+			{"key_length no larger than the rope", set("attention.key_length", u32(rd)), []string{k("attention.key_length")}},
+			{"value_length doubled", set("attention.value_length", u32(2*vd)), []string{blk(0, "attn_kv_b.weight")}},
+			{"missing attn_kv_b", func(_ *testing.T, m *ggufFile) { m.drop(blk(1, "attn_kv_b.weight")) }, []string{blk(1, "attn_kv_b.weight")}},
+			{"attn_kv_b 3-D", func(t *testing.T, m *ggufFile) { m.reshape(t, blk(2, "attn_kv_b.weight"), kvr, hk-rd+vd, heads) },
+				[]string{blk(2, "attn_kv_b.weight")}},
+		}...)
 	}
 	if qr > 0 {
 		cs = append(cs, []badCase{

@@ -142,7 +142,8 @@ func printLayerSummary(w io.Writer, m *decoder.Model) {
 }
 
 // describeFFN says what a block's feed-forward is: "dense (ff N)" or
-// "N experts, K used per token (ff F)" and its shared expert.
+// "N experts, K used per token (ff F)" and its shared experts (always
+// used; one FFN of their total width in the files).
 func describeFFN(f decoder.FFN) string {
 	switch f := f.(type) {
 	case *nn.FFN:
@@ -150,7 +151,7 @@ func describeFFN(f decoder.FFN) string {
 	case *nn.MoE:
 		s := fmt.Sprintf("%d experts, %d used per token (ff %d)", f.Experts, f.Used, f.Down.Dim(0))
 		if f.Shared != nil {
-			s += fmt.Sprintf(", a shared expert (ff %d)", f.Shared.Up.Dim(1))
+			s += fmt.Sprintf(", shared experts (ff %d in all)", f.Shared.Up.Dim(1))
 		}
 		return s
 	}
