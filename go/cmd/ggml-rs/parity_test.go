@@ -390,7 +390,7 @@ func parityCase(t *testing.T, path, name, deltaNet, fa string, doc *goldenDoc) {
 // BPE with pre-tokenizer qwen2) and GPT-2's real one under five pre-tokenizers.
 func TestTokenizerGolden(t *testing.T) {
 	vocabs := []string{"llama-small-f16", "gemma3-small-f16", "qwen3-small-f16"}
-	for _, pre := range []string{"gpt-2", "llama-bpe", "qwen2", "qwen35", "default"} {
+	for _, pre := range []string{"gpt-2", "llama-bpe", "qwen2", "qwen35", "default", "glm4", "deepseek-v3"} {
 		vocabs = append(vocabs, "gpt2-"+pre)
 	}
 	for _, name := range vocabs {

@@ -34,11 +34,15 @@ func NewTokenizer(c fs.Config) (Tokenizer, error) {
 	}
 	switch m := c.String("tokenizer.ggml.model"); m {
 	case "gpt2":
-		t, err := bpe.New(tokens, types, c.Strings("tokenizer.ggml.merges"), c.String("tokenizer.ggml.pre", "default"))
+		pre := c.String("tokenizer.ggml.pre", "default")
+		t, err := bpe.New(tokens, types, c.Strings("tokenizer.ggml.merges"), pre)
 		if err != nil {
 			return nil, err
 		}
 		t.BOS, t.EOS = id("tokenizer.ggml.bos_token_id"), id("tokenizer.ggml.eos_token_id")
+		if bpe.NoBOS(pre) {
+			t.BOS = -1
+		}
 		// Defaults as llama.cpp's: BOS for the llama3 family of
 		// pre-tokenizers only, never EOS.
 		t.AddBOS = c.Bool("tokenizer.ggml.add_bos_token", t.AddBOS)

@@ -17,6 +17,12 @@ import (
 //	           ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
 //	qwen2:     as llama3 with \p{N} (one digit) for \p{N}{1,3}
 //	qwen35:    as qwen2 with marks (\p{M}) counted as letters
+//	glm4:      llama3's, merges ignored for whole-token pieces
+//	deepseek-v3:
+//	           three splits in turn: \p{N}{1,3}; runs of CJK ideographs
+//	           and kana ([一-龥぀-ゟ゠-ヿ]); then
+//	           [!-/:-@[-`{-~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+|
+//	            ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
 //	default:   four splits in turn (llama.cpp's fallback): [\p{P}$+<=>^~|]+,
 //	           then gpt2's within each piece, then \p{N}+, then [0-9]{3}
 //	           (each keeps the text between matches as pieces)
@@ -34,6 +40,7 @@ type preSpec struct {
 	split        []splitFn
 	ignoreMerges bool // a piece that is a token is taken whole
 	addBOS       bool // add BOS unless tokenizer.ggml.add_bos_token says otherwise
+	noBOS        bool // no BOS token at all, whatever the file says (GLM's)
 }
 
 func pres(name string) (preSpec, bool) {
@@ -61,6 +68,12 @@ func pres(name string) (preSpec, bool) {
 		return preSpec{split: []splitFn{qwen2}}, true
 	case "qwen35":
 		return preSpec{split: []splitFn{qwen35}}, true
+	case "glm4", "glm5":
+		return preSpec{split: []splitFn{llama3}, ignoreMerges: true, noBOS: true}, true
+	case "chatglm-bpe":
+		return preSpec{split: []splitFn{llama3}, noBOS: true}, true
+	case "deepseek-v3":
+		return preSpec{split: []splitFn{matches(upToThreeNumbers), matches(cjkRun), matches(deepseek3At)}}, true
 	case "smollm", "refact", "command-r", "codeshell", "exaone", "minerva-7b", "mellum2":
 		// Every digit alone, then GPT-2's split.
 		return preSpec{split: []splitFn{matches(oneDigit), gpt2}}, true
@@ -73,6 +86,13 @@ func pres(name string) (preSpec, bool) {
 func Pre(name string) (PreTokenizer, bool) {
 	p, ok := pres(name)
 	return p.pretokenizer(), ok
+}
+
+// NoBOS is whether llama.cpp's vocabulary has no BOS token for
+// pre-tokenizer name (GLM's), whatever tokenizer.ggml.bos_token_id says.
+func NoBOS(name string) bool {
+	p, _ := pres(name)
+	return p.noBOS
 }
 
 // DefaultAddBOS is whether llama.cpp adds BOS for pre-tokenizer name when
@@ -159,6 +179,62 @@ func numberRun(rs []rune, i int) int { return run(rs, i, isN) - i }
 func oneDigit(rs []rune, i int) int {
 	if isN(rs[i]) {
 		return 1
+	}
+	return 0
+}
+
+// upToThreeNumbers matches \p{N}{1,3}.
+func upToThreeNumbers(rs []rune, i int) int {
+	j := i
+	for j < len(rs) && j-i < 3 && isN(rs[j]) {
+		j++
+	}
+	return j - i
+}
+
+// cjkRun matches [一-龥぀-ゟ゠-ヿ]+: CJK ideographs to U+9FA5, hiragana
+// and katakana.
+func cjkRun(rs []rune, i int) int {
+	return run(rs, i, func(r rune) bool { return r >= 0x4E00 && r <= 0x9FA5 || r >= 0x3040 && r <= 0x30FF }) - i
+}
+
+func isP(r rune) bool      { return unicode.IsPunct(r) }
+func isPS(r rune) bool     { return unicode.IsPunct(r) || unicode.IsSymbol(r) }
+func isASCIIL(r rune) bool { return r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' }
+
+// deepseek3At is the last of DeepSeek V3's splits, at i (the length of
+// the match, 0 if none: the text is then left as it is, between
+// matches). Its alternatives in order:
+func deepseek3At(rs []rune, i int) int {
+	c := rs[i]
+	// [!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+
+	if c < 0x80 && isPS(c) && i+1 < len(rs) && isASCIIL(rs[i+1]) {
+		return run(rs, i+1, isASCIIL) - i
+	}
+	// [^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+
+	if !isNL(c) && !isL(c) && !isPS(c) && i+1 < len(rs) && isLM(rs[i+1]) {
+		return run(rs, i+1, isLM) - i
+	}
+	if isLM(c) {
+		return run(rs, i, isLM) - i
+	}
+	// ' ?[\p{P}\p{S}]+[\r\n]*'
+	k := i
+	if c == ' ' && k+1 < len(rs) && isPS(rs[k+1]) {
+		k++
+	}
+	if isPS(rs[k]) {
+		return run(rs, run(rs, k, isPS), isNL) - i
+	}
+	// \s*[\r\n]+, then \s+(?!\S) and \s+
+	j := run(rs, i, isS)
+	for p := j - 1; p >= i; p-- {
+		if isNL(rs[p]) {
+			return p + 1 - i
+		}
+	}
+	if j > i {
+		return whitespace(rs, i) - i
 	}
 	return 0
 }
