@@ -198,7 +198,6 @@ func cjkRun(rs []rune, i int) int {
 	return run(rs, i, func(r rune) bool { return r >= 0x4E00 && r <= 0x9FA5 || r >= 0x3040 && r <= 0x30FF }) - i
 }
 
-func isP(r rune) bool      { return unicode.IsPunct(r) }
 func isPS(r rune) bool     { return unicode.IsPunct(r) || unicode.IsSymbol(r) }
 func isASCIIL(r rune) bool { return r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' }
 
