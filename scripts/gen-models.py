@@ -65,6 +65,10 @@ that llama.cpp (tools/llama-ref) and our Go runner load the same files:
                  wider than the keys' non-rotary part, sigmoid routing with
                  a selection bias, normalised weights scaled by 1.8, one
                  shared expert, no YaRN
+  nomic-bert     nomic-embed-text-like encoder for embeddings: BERT's
+                 post-norm layers with a fused QKV projection, NeoX RoPE (no
+                 position embeddings), SwiGLU, no biases but the norms', mean
+                 pooling; a WordPiece vocabulary
   mistral3       Mistral 3's text decoder (Ministral 3): llama's blocks
                  (normal RoPE) with YaRN whose magnitude has its own log
                  multiplier, and Llama 4's attention temperature by
@@ -797,6 +801,87 @@ def write_new_model(path: str, arch: str, size: str, tname: str):
     os.replace(path + ".tmp", path)
 
 
+# nomic-embed-text-v1.5-like (12 layers, d 768, 12 heads, ff 3072, RoPE
+# base 1000 there).
+NOMIC = {"small": dict(n_layer=4, d=128, n_head=4, ffn=384, vocab=512, ctx=2048)}
+
+
+def wordpiece_vocab(n: int):
+    """A WordPiece vocabulary laid out as BERT's: [PAD] [UNK] [CLS] [SEP]
+    [MASK] (control), then letters, their ## continuations and pairs."""
+    T = gguf.TokenType
+    toks = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    types = [T.CONTROL] * len(toks)
+    letters = "etaoinshrdlcumwfgypbvkjxqz"
+    pieces = list(letters) + ["##" + c for c in letters] + list(".,!?'-") + [a + b for a in letters for b in letters]
+    pieces += ["##" + a + b for a in letters for b in letters]
+    for p in pieces[:n - len(toks)]:
+        toks.append(p); types.append(T.NORMAL)
+    assert len(toks) == n
+    return toks, types
+
+
+def write_nomic_bert(path: str, size: str, tname: str):
+    h = NOMIC[size]
+    qtype, ftype = TYPES[tname]
+    model = f"nomic-bert-{size}"
+    d, nh, L, ff, V = h["d"], h["n_head"], h["n_layer"], h["ffn"], h["vocab"]
+    w = gguf.GGUFWriter(path + ".tmp", "nomic-bert")
+    w.add_name(f"ggml-rs random {model} {tname}")
+    w.add_file_type(int(ftype))
+    w.add_context_length(h["ctx"])
+    w.add_embedding_length(d)
+    w.add_block_count(L)
+    w.add_feed_forward_length(ff)
+    w.add_head_count(nh)
+    w.add_layer_norm_eps(1e-12)
+    w.add_causal_attention(False)
+    w.add_pooling_type(gguf.PoolingType.MEAN)
+    w.add_rope_freq_base(1000.0)
+    toks, types = wordpiece_vocab(V)
+    w.add_tokenizer_model("bert")
+    w.add_token_list(toks); w.add_token_types(types)
+    w.add_token_type_count(2)
+    # [CLS] and [SEP] as BOS and EOS, as llama.cpp's converter writes them.
+    w.add_bos_token_id(2); w.add_eos_token_id(3); w.add_unk_token_id(1); w.add_pad_token_id(0); w.add_mask_token_id(4)
+    w.add_add_bos_token(True); w.add_add_eos_token(True)
+
+    def mat(name, shape, std):
+        x = rng_for(model, name).standard_normal(shape, dtype=np.float32) * np.float32(std)
+        if qtype == QT.F16:
+            w.add_tensor(name, x.astype(np.float16))
+        elif qtype == QT.F32:
+            w.add_tensor(name, x)
+        else:
+            w.add_tensor(name, gguf.quants.quantize(x, qtype), raw_dtype=qtype)
+
+    def f32(name, shape, std, mean=0.0):
+        x = np.float32(mean) + np.float32(std) * rng_for(model, name).standard_normal(shape, dtype=np.float32)
+        w.add_tensor(name, x.astype(np.float32))
+
+    # Embeddings in the file's type (the converter keeps token_types F32).
+    mat("token_embd.weight", (V, d), 1.0)
+    f32("token_types.weight", (2, d), 0.1)
+    f32("token_embd_norm.weight", d, 0.1, 1.0)
+    f32("token_embd_norm.bias", d, 0.1)
+    for i in range(L):
+        p = f"blk.{i}."
+        mat(p + "attn_qkv.weight", (3 * d, d), d ** -0.5)
+        mat(p + "attn_output.weight", (d, d), d ** -0.5)
+        f32(p + "attn_output_norm.weight", d, 0.1, 1.0)
+        f32(p + "attn_output_norm.bias", d, 0.1)
+        mat(p + "ffn_up.weight", (ff, d), d ** -0.5)
+        mat(p + "ffn_gate.weight", (ff, d), d ** -0.5)
+        mat(p + "ffn_down.weight", (d, ff), ff ** -0.5)
+        f32(p + "layer_output_norm.weight", d, 0.1, 1.0)
+        f32(p + "layer_output_norm.bias", d, 0.1)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    os.replace(path + ".tmp", path)
+
+
 # --- Ollama's layout -------------------------------------------------------------
 
 # The architecture Ollama's converter names in its file for the checkpoint
@@ -1022,7 +1107,9 @@ def main():
                 continue
             if os.path.exists(path) and not a.force:
                 print(f"gen-models: {path} exists"); continue
-            if arch in NEW_ARCHS:
+            if arch == "nomic-bert":
+                write_nomic_bert(path, a.size, t)
+            elif arch in NEW_ARCHS:
                 write_new_model(path, arch, a.size, t)
             elif arch in ("llama", "qwen2", "qwen3"):
                 write_model(path, arch, a.size, t)

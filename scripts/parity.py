@@ -16,6 +16,13 @@
                      ours with the golden files too (the cases and parallel
                      batches only when its `logits -h` mentions -seqs).
 
+  parity.py embed-golden
+                     runs the reference's embedding context (llama-ref embed:
+                     the model's pooling, not normalised) on every generated
+                     encoder (EMBED_MODELS) over embed_sequences(), flash
+                     attention on and off, and writes
+                     tests/golden/embed_<model>.json.
+
   parity.py tokens-golden
                      runs the reference's tokenizer (llama_tokenize, vocab-only)
                      over the test strings (token_strings(): edge cases and
@@ -68,6 +75,8 @@ import sys
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 ARCHS = ("llama", "qwen2", "qwen3", "qwen3moe", "gpt-oss", "qwen3next", "qwen35", "qwen35moe", "gemma3", "gemma2", "olmo2", "olmo3", "mistral3", "lfm2", "lfm2moe", "deepseek2", "deepseek2mha", "glm4moelite")
 MODELS = [f"{a}-small-{t}" for a in ARCHS for t in ("f16", "q8_0", "q4_0")]
+# Encoders (sentence embeddings), held to llama.cpp's pooled embeddings.
+EMBED_MODELS = [f"nomic-bert-small-{t}" for t in ("f16", "q8_0", "q4_0")]
 # F32 weights for the hybrid archs too. llama.cpp's fused delta-net kernel
 # and its unfused graphs (as our fused and primitive paths) round
 # differently in the last bit, and F16/Q8_0/Q4_0 weights round the
@@ -128,6 +137,44 @@ def sequences(vocab: int):
             seq.append(3 + (x >> 8) % (vocab - 6))
         out.append(seq)
     return out
+
+
+def embed_sequences(vocab: int):
+    """Four sequences for an encoder (3, 9, 33 and 130 tokens: [CLS]
+    (id 2), random ids above the five specials, [SEP] (id 3))."""
+    x = 4242
+    out = []
+    for n in (3, 9, 33, 130):
+        seq = [2]
+        for _ in range(n - 2):
+            x = (x * 1103515245 + 12345) % 2**31
+            seq.append(5 + (x >> 8) % (vocab - 5))
+        out.append(seq + [3])
+    return out
+
+
+def embed_golden(a):
+    os.makedirs(a.golden, exist_ok=True)
+    for m in EMBED_MODELS:
+        if a.only and m not in a.only.split(","):
+            continue
+        path = os.path.join(a.models, m + ".gguf")
+        seqs = embed_sequences(run_json(a.ref, ["embed", "-t", str(a.t), path, "2,3"])["n_vocab"])
+        doc = {
+            "model": m,
+            "made_by": "scripts/parity.py embed-golden",
+            "model_made_by": "scripts/gen-models.py --size small --arch nomic-bert",
+            "model_sha256": sha256(path),
+            "reference": "llama.cpp from llama-cpp-sys-2 0.1.161 (our ggml patches), tools/llama-ref embed: "
+                         "each sequence alone, the model's pooling, not normalised",
+            "sequences": seqs,
+        }
+        for fa in ("on", "off"):
+            r = run_json(a.ref, ["embed", "-t", str(a.t), "-fa", fa, path] + [",".join(map(str, s)) for s in seqs])
+            doc["n_embd"] = r["n_embd"]
+            doc["fa_" + fa] = [round6(e) for e in r["embeddings"]]
+        write_doc(os.path.join(a.golden, f"embed_{m}.json"), doc)
+        print(f"parity: wrote tests/golden/embed_{m}.json")
 
 
 def parallel_sequences(vocab: int):
@@ -812,7 +859,7 @@ def real_golden(a):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("mode", choices=["golden", "mtp-golden", "tokens-golden", "real-golden", "check"])
+    ap.add_argument("mode", choices=["golden", "mtp-golden", "tokens-golden", "embed-golden", "real-golden", "check"])
     ap.add_argument("--ref", default=os.path.join(ROOT, ".cache/llama-build/llama-ref"))
     ap.add_argument("--ours", default=os.path.join(ROOT, "go/bin/ggml-rs"))
     ap.add_argument("--models", default=os.path.join(ROOT, ".cache/models"))
@@ -828,6 +875,8 @@ def main():
         return mtp_golden(a)
     if a.mode == "tokens-golden":
         return tokens_golden(a)
+    if a.mode == "embed-golden":
+        return embed_golden(a)
     if a.mode == "real-golden":
         return real_golden(a)
     return check(a)

@@ -28,6 +28,7 @@ import (
 	"github.com/ggml-rs/ggml-rs/go/ml"
 	_ "github.com/ggml-rs/ggml-rs/go/ml/backend"
 	"github.com/ggml-rs/ggml-rs/go/model"
+	"github.com/ggml-rs/ggml-rs/go/model/bert"
 	"github.com/ggml-rs/ggml-rs/go/model/decoder"
 )
 
@@ -739,4 +740,89 @@ func mlaCases(m *ggufFile) []badCase {
 		}...)
 	}
 	return cs
+}
+
+// runEncoder opens an encoder file as `ggml-rs embed` and serve do, and
+// embeds one sequence.
+func runEncoder(path string) (stage string, err error) {
+	stage = "open"
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("PANIC in %s: %v", stage, p)
+		}
+	}()
+	b, err := ml.NewBackend(path, ml.BackendParams{AllocMemory: true, NumThreads: 2})
+	if err != nil {
+		return stage, err
+	}
+	defer b.Close()
+	stage = "load"
+	if err := b.Load(context.Background(), nil); err != nil {
+		return stage, err
+	}
+	stage = "bert.New"
+	m, err := bert.New(b)
+	if err != nil {
+		return stage, err
+	}
+	stage = "embed"
+	_, err = m.Embed([][]int32{{2, 10, 20, 30, 3}})
+	return stage, err
+}
+
+// TestBadEncoders is TestBadModels for Nomic BERT (the encoder package's
+// second architecture): heads, sizes, RoPE, pooling and its tensors.
+func TestBadEncoders(t *testing.T) {
+	orig := readGGUF(t, modelPath(t, "nomic-bert-small-f16"))
+	if stage, err := runEncoder(modelPath(t, "nomic-bert-small-f16")); err != nil {
+		t.Fatalf("the unmodified model: %s: %v", stage, err)
+	}
+	k := func(s string) string { return "nomic-bert." + s }
+	set := func(key string, v any) func(*testing.T, *ggufFile) {
+		return func(_ *testing.T, m *ggufFile) { m.set(key, v) }
+	}
+	d, heads, layers := orig.u("embedding_length"), orig.u("attention.head_count"), orig.u("block_count")
+	cases := []badCase{
+		{"head_count 0", set("attention.head_count", uint32(0)), []string{k("attention.head_count")}},
+		{"head_count not dividing embedding_length", set("attention.head_count", uint32(nonDivisor(d))), []string{"head count"}},
+		{"head_count giving an odd head for RoPE", set("attention.head_count", uint32(d)), []string{k("rope.freq_base")}},
+		{"rope.freq_base 0", set("rope.freq_base", float32(0)), []string{k("rope.freq_base")}},
+		{"rope.freq_base NaN", set("rope.freq_base", float32(math.NaN())), []string{k("rope.freq_base")}},
+		{"embedding_length wrong", set("embedding_length", uint32(d+2*heads)), []string{"token_embd.weight"}},
+		{"block_count larger than the layers present", set("block_count", uint32(layers+1)), []string{fmt.Sprintf("blk.%d.", layers)}},
+		{"feed_forward_length missing", set("feed_forward_length", nil), []string{k("feed_forward_length")}},
+		{"pooling_type 7", set("pooling_type", uint32(7)), []string{"pooling"}},
+		{"missing gate", func(_ *testing.T, m *ggufFile) { m.drop("blk.1.ffn_gate.weight") }, []string{"blk.1.ffn_gate.weight"}},
+		{"fused QKV of the wrong width", func(t *testing.T, m *ggufFile) { m.reshape(t, "blk.2.attn_qkv.weight", d, 2*d) },
+			[]string{"blk.2.attn_qkv.weight"}},
+		{"QKV bias of the wrong length", func(_ *testing.T, m *ggufFile) { m.add("blk.0.attn_qkv.bias", gguf.TensorF32, d) },
+			[]string{"blk.0.attn_qkv.bias"}},
+		{"output norm bias missing", func(_ *testing.T, m *ggufFile) { m.drop("blk.3.layer_output_norm.bias") },
+			[]string{"blk.3.layer_output_norm.bias"}},
+		{"tokenizer without [UNK]", set("tokenizer.ggml.unknown_token_id", nil), []string{"unknown token"}},
+	}
+	dir := t.TempDir()
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			m := orig.clone()
+			c.edit(t, m)
+			path := filepath.Join(dir, fmt.Sprintf("case%03d.gguf", i))
+			m.write(t, path)
+			defer os.Remove(path)
+			stage, err := runEncoder(path)
+			if err == nil {
+				t.Fatalf("accepted (through %s)", stage)
+			}
+			msg := err.Error()
+			if strings.Contains(msg, "PANIC") {
+				t.Fatalf("%s", msg)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(msg, w) {
+					t.Errorf("%s: error %q does not name %q", stage, msg, w)
+				}
+			}
+			t.Logf("%s: %v", stage, msg)
+		})
+	}
 }

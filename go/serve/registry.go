@@ -295,7 +295,7 @@ func (r *registry) closeAll() {
 
 // isEmbedding reports whether an architecture is served as an embedding
 // model.
-func isEmbedding(arch string) bool { return arch == "bert" }
+func isEmbedding(arch string) bool { return slices.Contains(bert.Architectures, arch) }
 
 // fit opens the file without allocating anything (fit mode), makes the
 // cache the engine would make, and checks every device has room.

@@ -103,6 +103,12 @@
 //       those fields set: FTYPE is a llama_ftype name as llama-quantize
 //       spells it (Q4_K_M, Q8_0, F16, BF16, F32, ...), T a ggml type name
 //       (q8_0, f16, ...). The reference of `ggml-rs quantize`.
+//   llama-ref embed [-t N] [-fa on|off|auto] MODEL SEQ...
+//       JSON {"model","n_vocab","n_embd","sequences","embeddings"}: each SEQ
+//       (comma-separated token ids) decoded alone in an embedding context
+//       (cparams.embeddings, the model's pooling, the sequence in one
+//       ubatch), its pooled embedding (llama_get_embeddings_seq), not
+//       normalised.
 //   llama-ref tokenize [-special] MODEL TEXT
 //       JSON {"model","n_vocab","tokens"}: llama_tokenize of TEXT with a
 //       vocab-only load; -special sets add_special and parse_special (what
@@ -162,6 +168,7 @@ void usage() {
             "       llama-ref bench [-p 512] [-n 128] [-r 3] [-ubatch N] [-t N] [-fa on|off|auto] [-json] MODEL\n"
             "       llama-ref mtp [-draft N] [-t N] [-fa on|off|auto] MODEL TOKEN...\n"
             "       llama-ref spec [-p 32] [-n 256] [-draft 3] [-oracle RATE] [-r 3] [-t N] [-fa on|off|auto] MODEL\n"
+            "       llama-ref embed [-t N] [-fa on|off|auto] MODEL SEQ...\n"
             "       llama-ref tokenize [-special] MODEL TEXT\n"
             "       llama-ref quantize [-t N] [-pure] [-output-type T] [-token-embedding-type T] FTYPE IN OUT\n"
             "       llama-ref tokenize -batch FILE MODEL\n"
@@ -464,6 +471,68 @@ int cmd_logits(const Opts & o) {
     }
     if (o.all) printf("]");
     printf("}\n");
+    return 0;
+}
+
+// embed: each SEQ (comma-separated ids) alone through an embedding context
+// (the model's pooling), as llama-embedding computes it; its pooled
+// embedding, not normalised: {"n_vocab", "n_embd", "sequences", "embeddings"}.
+int cmd_embed(const Opts & o) {
+    int longest = 0;
+    for (const auto & seq : o.seqs) {
+        if (seq.empty()) die("embed: an empty sequence");
+        longest = std::max(longest, (int) seq.size());
+    }
+    llama_model_params mp = llama_model_default_params();
+    mp.n_gpu_layers = o.ngl;
+    llama_model * model = llama_model_load_from_file(o.model.c_str(), mp);
+    if (!model) die("cannot load %s", o.model.c_str());
+    const int n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model));
+    const int n_embd = llama_model_n_embd(model);
+    llama_context_params cp = llama_context_default_params();
+    cp.n_ctx = (uint32_t) std::max(longest, 64);
+    cp.n_batch = cp.n_ubatch = (uint32_t) longest;  // a sequence in one ubatch (non-causal attention)
+    cp.n_threads = cp.n_threads_batch = o.threads;
+    cp.flash_attn_type = o.fa;
+    cp.embeddings = true;
+    cp.no_perf = true;
+    llama_context * ctx = llama_init_from_model(model, cp);
+    if (!ctx) die("cannot create a context for %s", o.model.c_str());
+    if (llama_pooling_type(ctx) == LLAMA_POOLING_TYPE_NONE) die("embed: the model has no pooling");
+    printf("{\"model\":%s,\"n_vocab\":%d,\"n_embd\":%d,", json_str(o.model).c_str(), n_vocab, n_embd);
+    if (o.fa == LLAMA_FLASH_ATTN_TYPE_AUTO && !fa_resolved.empty()) printf("\"flash_attn\":\"%s\",", fa_resolved.c_str());
+    printf("\"sequences\":[");
+    for (size_t i = 0; i < o.seqs.size(); i++) {
+        if (i) printf(",");
+        print_ints(o.seqs[i]);
+    }
+    printf("],\"embeddings\":[");
+    for (size_t i = 0; i < o.seqs.size(); i++) {
+        const auto & seq = o.seqs[i];
+        for (llama_token t : seq)
+            if (t < 0 || t >= n_vocab) die("token %s out of range", std::to_string(t).c_str());
+        llama_memory_clear(llama_get_memory(ctx), true);
+        llama_batch b = llama_batch_init((int32_t) seq.size(), 0, 1);
+        for (size_t p = 0; p < seq.size(); p++) {
+            b.token[p] = seq[p];
+            b.pos[p] = (llama_pos) p;
+            b.n_seq_id[p] = 1;
+            b.seq_id[p][0] = 0;
+            b.logits[p] = true;
+        }
+        b.n_tokens = (int32_t) seq.size();
+        const bool encoder_only = llama_model_has_encoder(model) && !llama_model_has_decoder(model);
+        int rc = encoder_only ? llama_encode(ctx, b) : llama_decode(ctx, b);
+        llama_batch_free(b);
+        if (rc != 0) die("embed: llama_decode failed (%s)", std::to_string(rc).c_str());
+        const float * e = llama_get_embeddings_seq(ctx, 0);
+        if (!e) die("embed: no pooled embedding");
+        if (i) printf(",\n");
+        print_floats(e, n_embd);
+    }
+    printf("]}\n");
+    llama_free(ctx);
+    llama_model_free(model);
     return 0;
 }
 
@@ -1067,6 +1136,7 @@ int main(int argc, char ** argv) {
     else if (o.cmd == "mtp") rc = cmd_mtp(o);
     else if (o.cmd == "spec") rc = cmd_spec(o);
     else if (o.cmd == "tokenize") rc = cmd_tokenize(o);
+    else if (o.cmd == "embed") rc = cmd_embed(o);
     else usage();
     llama_backend_free();
     return rc;

@@ -36,8 +36,13 @@ type config struct {
 // tolerance bounds the max abs difference from the float64 reference. The
 // outputs are O(1); float32 arithmetic over these sizes is off by ~1e-6, so
 // any real mistake (a wrong rotation, a missed mask, a swapped head) shows
-// up orders of magnitude above it.
-const tolerance = 1e-3
+// up orders of magnitude above it. Flash attention takes the F32 keys and
+// values as F16, as llama.cpp does, whose rounding (2^-11 relative) puts
+// its outputs up to ~2e-3 away: flashTolerance.
+const (
+	tolerance      = 1e-3
+	flashTolerance = 1e-2
+)
 
 // param is a tensor's data (float32, ggml order) and shape.
 type param struct {
@@ -200,6 +205,7 @@ type result struct {
 	upload          time.Duration
 	build, compute  []time.Duration
 	maxErr, attnErr float64
+	tol             float64 // the bound this path is held to
 	ok              bool
 }
 
@@ -240,7 +246,12 @@ func run(path string, fa ml.FlashAttentionType, threads int, w *weights, c confi
 	if res.attnErr, err = maxDiff(attn, refAttn); err != nil {
 		return res, fmt.Errorf("%s: attention output: %v", path, err)
 	}
-	res.ok = res.maxErr <= tolerance && res.attnErr <= tolerance
+	tol := tolerance
+	if fa == ml.FlashAttentionEnabled {
+		tol = flashTolerance
+	}
+	res.tol = tol
+	res.ok = res.maxErr <= tol && res.attnErr <= tol
 	return res, nil
 }
 
@@ -333,7 +344,7 @@ func main() {
 		failed = failed || !r.ok
 	}
 
-	fmt.Printf("\nAgainst the float64 Go reference (max |ref| %.3f, tolerance %.0e; reference took %s):\n", maxAbs(ref), tolerance, ms(refTime))
+	fmt.Printf("\nAgainst the float64 Go reference (max |ref| %.3f, tolerance %.0e, flash %.0e; reference took %s):\n", maxAbs(ref), tolerance, flashTolerance, ms(refTime))
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "attention path\tmax|err| block\tmax|err| attn\tcheck\tupload\tbuild 1st\tbuild mean\tcompute 1st\tcompute mean\tcompute min\t")
 	for _, r := range results {

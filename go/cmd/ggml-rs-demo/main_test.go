@@ -23,7 +23,7 @@ func TestBlockMatchesReference(t *testing.T) {
 			t.Fatal(err)
 		}
 		if !r.ok {
-			t.Errorf("%s: max abs error %.3g (attention %.3g), tolerance %g", p.name, r.maxErr, r.attnErr, tolerance)
+			t.Errorf("%s: max abs error %.3g (attention %.3g), tolerance %g", p.name, r.maxErr, r.attnErr, r.tol)
 		}
 	}
 }

@@ -18,8 +18,8 @@ import (
 
 func runEmbed(args []string) error {
 	fs := newFlags("embed", "[flags] MODEL TEXT...",
-		"Computes the sentence embedding of each TEXT with the GGUF model MODEL (architecture bert),\n"+
-			"pooled and normalised as the model's metadata says, and prints a cosine-similarity\n"+
+		"Computes the sentence embedding of each TEXT with the GGUF model MODEL (architecture bert\n"+
+			"or nomic-bert), pooled and normalised as the model's metadata says, and prints a cosine-similarity\n"+
 			"table (or, with -json, the embeddings).")
 	asJSON := fs.Bool("json", false, "print the embeddings as JSON instead of the similarity table")
 	file := fs.String("f", "", "read further texts from this file, one per line (- for stdin)")

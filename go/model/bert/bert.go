@@ -4,6 +4,11 @@
 // projections, exact-GELU feed-forward, then pooling (mean, CLS or last
 // token, as {arch}.pooling_type says) and L2 normalisation.
 //
+// Nomic BERT ("nomic-bert": nomic-embed-text) is the same encoder with
+// NeoX RoPE instead of position embeddings, a fused QKV projection, a
+// SwiGLU feed-forward and (in the released files) no biases but the
+// norms'.
+//
 // Hyperparameters, tensor names and the vocabulary follow llama.cpp's GGUF
 // conventions for the architecture, so files converted by llama.cpp's
 // converter load unchanged (Convert in this package writes the same).
@@ -17,15 +22,25 @@ import (
 
 	"github.com/ggml-rs/ggml-rs/go/fs"
 	"github.com/ggml-rs/ggml-rs/go/ml"
+	"github.com/ggml-rs/ggml-rs/go/ml/nn"
+	"github.com/ggml-rs/ggml-rs/go/ml/nn/rope"
 	"github.com/ggml-rs/ggml-rs/go/tokenizer/wordpiece"
 )
 
+// Architectures are the encoders this package reads.
+var Architectures = []string{"bert", "nomic-bert"}
+
 // Hyper are the model's hyperparameters.
 type Hyper struct {
+	Arch                                                          string
 	Hidden, Layers, Heads, FeedForward, Context, Vocab, TypeVocab int
 	Eps                                                           float32
 	Pooling                                                       Pooling
 	Normalize                                                     bool
+	// Nomic: RoPE (NeoX, of base RopeBase) instead of position
+	// embeddings, SwiGLU instead of GELU.
+	Nomic    bool
+	RopeBase float32
 }
 
 // Model is a loaded BERT encoder.
@@ -38,19 +53,25 @@ type Model struct {
 	layers                                []layer
 }
 
+// layer is one encoder layer's weights: separate q, k, v or (Nomic BERT)
+// a fused qkv, each bias optional there; gate for SwiGLU.
 type layer struct {
-	q, qb, k, kb, v, vb, o, ob ml.Tensor
-	attnNormW, attnNormB       ml.Tensor
-	up, upB, down, downB       ml.Tensor
-	outNormW, outNormB         ml.Tensor
+	q, qb, k, kb, v, vb, qkv, qkvB, o, ob ml.Tensor
+	attnNormW, attnNormB                  ml.Tensor
+	up, upB, gate, down, downB            ml.Tensor
+	outNormW, outNormB                    ml.Tensor
 }
 
 // ReadHyper reads the hyperparameters from the model's metadata.
 func ReadHyper(c fs.Config) (Hyper, error) {
-	if a := c.Architecture(); a != "bert" {
-		return Hyper{}, fmt.Errorf("bert: the model's architecture is %q, not \"bert\"", a)
+	a := c.Architecture()
+	if !slices.Contains(Architectures, a) {
+		return Hyper{}, fmt.Errorf("bert: the model's architecture is %q, not one of %v", a, Architectures)
 	}
 	h := Hyper{
+		Arch:        a,
+		Nomic:       a == "nomic-bert",
+		RopeBase:    c.Float("rope.freq_base", 10000),
 		Hidden:      int(c.Uint("embedding_length")),
 		Layers:      int(c.Uint("block_count")),
 		Heads:       int(c.Uint("attention.head_count")),
@@ -66,8 +87,8 @@ func ReadHyper(c fs.Config) (Hyper, error) {
 		key string
 		n   int
 	}{
-		{"bert.embedding_length", h.Hidden}, {"bert.block_count", h.Layers}, {"bert.attention.head_count", h.Heads},
-		{"bert.feed_forward_length", h.FeedForward}, {"bert.context_length", h.Context}, {"tokenizer.ggml.tokens", h.Vocab},
+		{a + ".embedding_length", h.Hidden}, {a + ".block_count", h.Layers}, {a + ".attention.head_count", h.Heads},
+		{a + ".feed_forward_length", h.FeedForward}, {a + ".context_length", h.Context}, {"tokenizer.ggml.tokens", h.Vocab},
 	} {
 		if v.n <= 0 {
 			return h, fmt.Errorf("bert: the model's metadata lacks %s (or it is zero)", v.key)
@@ -75,6 +96,9 @@ func ReadHyper(c fs.Config) (Hyper, error) {
 	}
 	if h.Hidden%h.Heads != 0 {
 		return h, fmt.Errorf("bert: embedding length %d is not a multiple of the head count %d", h.Hidden, h.Heads)
+	}
+	if h.Nomic && (h.Hidden/h.Heads%2 != 0 || !(h.RopeBase > 0) || math.IsInf(float64(h.RopeBase), 0)) {
+		return h, fmt.Errorf("bert: RoPE needs an even head size (%d) and a positive finite %s.rope.freq_base (%g)", h.Hidden/h.Heads, a, h.RopeBase)
 	}
 	switch h.Pooling {
 	case PoolingMean, PoolingCLS, PoolingLast:
@@ -143,24 +167,51 @@ func New(b ml.Backend) (*Model, error) {
 		}
 		return t
 	}
+	opt := func(name string, shape ...int) ml.Tensor {
+		if b.Get(name) == nil {
+			return nil
+		}
+		return get(name, shape...)
+	}
 	d, ff := h.Hidden, h.FeedForward
 	m.tokEmb = get("token_embd.weight", d, h.Vocab)
-	m.typeEmb = get("token_types.weight", d, h.TypeVocab)
-	m.posEmb = get("position_embd.weight", d, h.Context)
+	if h.Nomic {
+		m.typeEmb = opt("token_types.weight", d, h.TypeVocab)
+	} else {
+		m.typeEmb = get("token_types.weight", d, h.TypeVocab)
+		m.posEmb = get("position_embd.weight", d, h.Context)
+	}
 	m.normW = get("token_embd_norm.weight", d)
 	m.normB = get("token_embd_norm.bias", d)
 	for i := 0; i < h.Layers; i++ {
 		p := fmt.Sprintf("blk.%d.", i)
-		m.layers = append(m.layers, layer{
-			q: get(p+"attn_q.weight", d, d), qb: get(p+"attn_q.bias", d),
-			k: get(p+"attn_k.weight", d, d), kb: get(p+"attn_k.bias", d),
-			v: get(p+"attn_v.weight", d, d), vb: get(p+"attn_v.bias", d),
-			o: get(p+"attn_output.weight", d, d), ob: get(p+"attn_output.bias", d),
+		l := layer{
 			attnNormW: get(p+"attn_output_norm.weight", d), attnNormB: get(p+"attn_output_norm.bias", d),
-			up: get(p+"ffn_up.weight", d, ff), upB: get(p+"ffn_up.bias", ff),
-			down: get(p+"ffn_down.weight", ff, d), downB: get(p+"ffn_down.bias", d),
+			up: get(p+"ffn_up.weight", d, ff), down: get(p+"ffn_down.weight", ff, d),
 			outNormW: get(p+"layer_output_norm.weight", d), outNormB: get(p+"layer_output_norm.bias", d),
-		})
+		}
+		if h.Nomic {
+			// llama.cpp's create_tensor_qkv: the fused projection, else
+			// separate ones; every bias optional.
+			if b.Get(p+"attn_qkv.weight") != nil {
+				l.qkv, l.qkvB = get(p+"attn_qkv.weight", d, 3*d), opt(p+"attn_qkv.bias", 3*d)
+			} else {
+				l.q, l.k, l.v = get(p+"attn_q.weight", d, d), get(p+"attn_k.weight", d, d), get(p+"attn_v.weight", d, d)
+			}
+			if l.qkvB == nil {
+				l.qb, l.kb, l.vb = opt(p+"attn_q.bias", d), opt(p+"attn_k.bias", d), opt(p+"attn_v.bias", d)
+			}
+			l.o, l.ob = get(p+"attn_output.weight", d, d), opt(p+"attn_output.bias", d)
+			l.gate = get(p+"ffn_gate.weight", d, ff)
+			l.upB, l.downB = opt(p+"ffn_up.bias", ff), opt(p+"ffn_down.bias", d)
+		} else {
+			l.q, l.qb = get(p+"attn_q.weight", d, d), get(p+"attn_q.bias", d)
+			l.k, l.kb = get(p+"attn_k.weight", d, d), get(p+"attn_k.bias", d)
+			l.v, l.vb = get(p+"attn_v.weight", d, d), get(p+"attn_v.bias", d)
+			l.o, l.ob = get(p+"attn_output.weight", d, d), get(p+"attn_output.bias", d)
+			l.upB, l.downB = get(p+"ffn_up.bias", ff), get(p+"ffn_down.bias", d)
+		}
+		m.layers = append(m.layers, l)
 	}
 	if len(missing) > 0 {
 		return nil, fmt.Errorf("bert: the model lacks %d tensors: %s", len(missing), summarize(missing))
@@ -257,24 +308,61 @@ func (m *Model) forward(ctx ml.Context, ids []int32) (ml.Tensor, error) {
 		pos[i] = int32(i)
 	}
 	// All tokens are of the first segment ("sentence A").
-	x := m.tokEmb.Rows(ctx, in.FromInts(ids, n)).
-		Add(ctx, m.posEmb.Rows(ctx, in.FromInts(pos, n))).
-		Add(ctx, m.typeEmb.Rows(ctx, in.FromInts(make([]int32, 1), 1)))
+	x := m.tokEmb.Rows(ctx, in.FromInts(ids, n))
+	if m.typeEmb != nil {
+		x = x.Add(ctx, m.typeEmb.Rows(ctx, in.FromInts(make([]int32, 1), 1)))
+	}
+	if m.posEmb != nil {
+		x = m.posEmb.Rows(ctx, in.FromInts(pos, n)).Add(ctx, x)
+	}
 	x = x.LayerNorm(ctx, m.normW, m.normB, m.Eps)
 
 	d, heads := m.Hidden, m.Heads
 	hd := d / heads
 	scale := 1 / math.Sqrt(float64(hd))
+	var positions ml.Tensor
+	ropeHD := nn.RoPE{Dim: hd, Base: m.RopeBase, Scale: 1, Options: []func(*rope.Options){rope.WithTypeNeoX()}}
+	if m.Nomic {
+		positions = in.FromInts(pos, n)
+	}
+	bias := func(t, b ml.Tensor) ml.Tensor {
+		if b == nil {
+			return t
+		}
+		return t.Add(ctx, b)
+	}
 	for _, l := range m.layers {
-		q := l.q.Mulmat(ctx, x).Add(ctx, l.qb).Reshape(ctx, hd, heads, n)
-		k := l.k.Mulmat(ctx, x).Add(ctx, l.kb).Reshape(ctx, hd, heads, n)
-		v := l.v.Mulmat(ctx, x).Add(ctx, l.vb).Reshape(ctx, hd, heads, n)
+		var q, k, v ml.Tensor
+		if l.qkv != nil {
+			qkv := bias(l.qkv.Mulmat(ctx, x), l.qkvB)
+			if l.qkvB == nil && l.qb != nil && l.kb != nil && l.vb != nil {
+				qkv = qkv.Add(ctx, l.qb.Concat(ctx, l.kb, 0).Concat(ctx, l.vb, 0))
+			}
+			es := qkv.Stride(0)
+			q = qkv.View(ctx, 0, hd, hd*es, heads, qkv.Stride(1), n)
+			k = qkv.View(ctx, d*es, hd, hd*es, heads, qkv.Stride(1), n)
+			v = qkv.View(ctx, 2*d*es, hd, hd*es, heads, qkv.Stride(1), n)
+		} else {
+			q = bias(l.q.Mulmat(ctx, x), l.qb).Reshape(ctx, hd, heads, n)
+			k = bias(l.k.Mulmat(ctx, x), l.kb).Reshape(ctx, hd, heads, n)
+			v = bias(l.v.Mulmat(ctx, x), l.vb).Reshape(ctx, hd, heads, n)
+		}
+		if positions != nil {
+			q = ropeHD.Apply(ctx, q, positions)
+			k = ropeHD.Apply(ctx, k, positions)
+		}
 		a := q.(ml.ScaledDotProductAttention).ScaledDotProductAttention(ctx, k, v, nil, nil, nil, scale, false)
-		a = l.o.Mulmat(ctx, a.Reshape(ctx, d, n)).Add(ctx, l.ob)
+		a = bias(l.o.Mulmat(ctx, a.Reshape(ctx, d, n)), l.ob)
 		x = x.Add(ctx, a).LayerNorm(ctx, l.attnNormW, l.attnNormB, m.Eps)
 
-		f := l.up.Mulmat(ctx, x).Add(ctx, l.upB).GELU_ERF(ctx)
-		f = l.down.Mulmat(ctx, f).Add(ctx, l.downB)
+		var f ml.Tensor
+		if l.gate != nil {
+			// SwiGLU: silu(gate·x) ⊙ up·x (llama.cpp's LLM_FFN_SILU, PAR).
+			f = bias(l.gate.Mulmat(ctx, x), nil).SILU(ctx, bias(l.up.Mulmat(ctx, x), l.upB))
+		} else {
+			f = bias(l.up.Mulmat(ctx, x), l.upB).GELU_ERF(ctx)
+		}
+		f = bias(l.down.Mulmat(ctx, f), l.downB)
 		x = x.Add(ctx, f).LayerNorm(ctx, l.outNormW, l.outNormB, m.Eps)
 	}
 

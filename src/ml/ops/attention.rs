@@ -15,7 +15,8 @@
 //! scaled scores before the mask: `softcap·tanh(scale·q·k / softcap)`.
 //!
 //! `flash = true` uses `ggml_flash_attn_ext` (F16 mask, F32 precision, the
-//! cap its `logit_softcap`); otherwise `K·Q` in F32 precision, the cap as
+//! cap its `logit_softcap`; F32 keys and values cast to F16 first, as
+//! llama.cpp does); otherwise `K·Q` in F32 precision, the cap as
 //! llama.cpp's graph builds it (scale by `scale/softcap`, tanh, scale by
 //! `softcap`), `ggml_soft_max_ext` (scale and mask fused) and `V·softmax`. Every argument is checked against what those ggml
 //! constructors and their CPU kernels assert before anything is built.
@@ -245,6 +246,16 @@ impl Context {
             } else {
                 permute(self, v, 0, 2, 1, 3)?
             };
+            // F32 keys and values (no cache: encoders) go in as F16, as
+            // llama.cpp's build_attn_mha casts them for flash attention.
+            let f16 = |this: &Context, t: Tensor| -> Result<Tensor> {
+                if t.dtype() != sys::GGML_TYPE_F32 {
+                    return Ok(t);
+                }
+                this.made(OP, unsafe { sys::ggml_cast(ctx, t.as_ptr(), sys::GGML_TYPE_F16) })
+            };
+            let kp = f16(self, kp)?;
+            let vp = f16(self, vp)?;
             let kqv = self.made(OP, unsafe {
                 sys::ggml_flash_attn_ext(ctx, qp.as_ptr(), kp.as_ptr(), vp.as_ptr(), mask_ptr, scale, 0.0, softcap)
             })?;
