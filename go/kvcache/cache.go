@@ -10,7 +10,8 @@
 // cells, Get returns views of the cells in use (rounded up to
 // CacheConfig.CachePadding) and a mask that lets each token see the cells
 // of its own sequence at its position or before (and, in a sliding-window
-// layer, fewer than Window positions back). Sliding-window layers share
+// layer, fewer than Window positions back; in a chunked one, from its
+// chunk's first position, a multiple of Window). Windowed layers share
 // the pool (llama.cpp's default, swa_full), or with Config.CompactWindow
 // have a pool of their own, sized Window per sequence plus one batch,
 // whose cells that fall out of every future token's window are reused:
@@ -52,7 +53,15 @@ const (
 	SlidingWindow
 	// Recurrent: a convolution state and a delta-net state per sequence.
 	Recurrent
+	// Chunked: keys and values of the positions of the token's own chunk
+	// of Config.Window positions, up to its own (Llama 4's chunked
+	// attention: a token at p sees p - p mod Window through p).
+	Chunked
 )
+
+// windowed reports whether layers of kind k see only recent positions
+// (fewer than Config.Window back), so a compact pool can keep them.
+func (k Kind) windowed() bool { return k == SlidingWindow || k == Chunked }
 
 func (k Kind) String() string {
 	switch k {
@@ -62,6 +71,8 @@ func (k Kind) String() string {
 		return "sliding-window attention"
 	case Recurrent:
 		return "recurrent"
+	case Chunked:
+		return "chunked attention"
 	}
 	return "none"
 }
@@ -184,7 +195,7 @@ func New(b ml.Backend, cfg Config) (*Cache, error) {
 	var full, swa, rec []int
 	for i, l := range cfg.Layers {
 		switch l.Kind {
-		case Attention, SlidingWindow:
+		case Attention, SlidingWindow, Chunked:
 			if l.KeyDim <= 0 || l.ValueDim <= 0 || l.KVHeads <= 0 {
 				return nil, fmt.Errorf("kvcache: layer %d: key dim %d, value dim %d and key/value heads %d must be positive", i, l.KeyDim, l.ValueDim, l.KVHeads)
 			}
@@ -215,7 +226,7 @@ func New(b ml.Backend, cfg Config) (*Cache, error) {
 		}
 	}()
 	if len(swa) > 0 && c.cfg.Window <= 0 {
-		err = fmt.Errorf("kvcache: sliding-window layers need a positive window, got %d", c.cfg.Window)
+		err = fmt.Errorf("kvcache: sliding-window and chunked layers need a positive window, got %d", c.cfg.Window)
 		return nil, err
 	}
 	if !c.cfg.CompactWindow {

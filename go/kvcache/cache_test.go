@@ -82,7 +82,9 @@ func newBackend(t *testing.T) ml.Backend {
 var (
 	attn = LayerSpec{Kind: Attention, KeyDim: 8, ValueDim: 8, KVHeads: 2}
 	swa  = LayerSpec{Kind: SlidingWindow, KeyDim: 8, ValueDim: 8, KVHeads: 2}
-	rec  = LayerSpec{Kind: Recurrent, ConvWidth: 4, ConvChannels: 6, StateSize: 4, StateHeads: 2}
+	// chunk: Llama 4's chunked attention over chunks of Config.Window.
+	chunk = LayerSpec{Kind: Chunked, KeyDim: 8, ValueDim: 8, KVHeads: 2}
+	rec   = LayerSpec{Kind: Recurrent, ConvWidth: 4, ConvChannels: 6, StateSize: 4, StateHeads: 2}
 	// latent: multi-head latent attention's one cached head, whose values
 	// are its keys' first 8 elements.
 	latent = LayerSpec{Kind: Attention, KeyDim: 12, ValueDim: 8, KVHeads: 1, ValuesInKeys: true}
@@ -399,4 +401,51 @@ func TestValuesInKeys(t *testing.T) {
 	}()
 	c.Put(ctx, 0, keys, nil)
 	c.Rollback()
+}
+
+// TestChunkedMask checks chunked layers' masks against the rule itself (a
+// token at p sees its sequence's positions p - p mod W through p), beside
+// a sliding window of the same size and full attention, in the shared pool
+// and in a compact one whose evictions must never hide a visible cell:
+// batches of varied sizes cross the chunks' edges, two sequences apart.
+func TestChunkedMask(t *testing.T) {
+	const w = 4
+	rule := func(kind Kind, seq, at int32) [][2]int32 {
+		var out [][2]int32
+		for p := int32(0); p <= at; p++ {
+			if kind == Chunked && p < at-at%w || kind == SlidingWindow && at-p >= w {
+				continue
+			}
+			out = append(out, [2]int32{seq, p})
+		}
+		return out
+	}
+	for _, compact := range []bool{false, true} {
+		b := newBackend(t)
+		c, err := New(b, Config{Layers: []LayerSpec{attn, chunk, swa}, Capacity: 256, Sequences: 2, Window: w, MaxBatch: 8, CompactWindow: compact})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for step, n := range []int{3, 1, 6, 2, 1, 5, 4, 1, 1, 7} {
+			batch := []Sequence{{Seq: 0, Tokens: make([]int32, n)}, {Seq: 1, Tokens: make([]int32, n)}}
+			if step%3 == 2 {
+				batch = batch[:1] // sequence 0 runs ahead
+			}
+			prepare(t, c, batch)
+			pos := c.Positions()
+			seqOf := c.ub.SeqOf()
+			for layer, kind := range []Kind{Attention, Chunked, SlidingWindow} {
+				got := visible(c, layer)
+				for tk := range got {
+					slices.SortFunc(got[tk], func(a, b [2]int32) int { return int(a[1] - b[1]) })
+					want := rule(kind, int32(c.ub.Seqs[seqOf[tk]]), pos[tk])
+					if !slices.Equal(got[tk], want) {
+						t.Fatalf("compact %v, step %d, %s: token at %d sees %v, want %v", compact, step, kind, pos[tk], got[tk], want)
+					}
+				}
+			}
+			c.Commit()
+		}
+		c.Close()
+	}
 }

@@ -50,12 +50,14 @@ type pool struct {
 // mask is one attention mask [histLen, n] of the prepared batch (row t:
 // token t over the cells of its sequence's stream): a token sees the
 // cells of its sequence at its position or before, fewer than window
-// positions back when window > 0. in is its F32 input, t the tensor
+// positions back when window > 0 (chunked: in its chunk of window
+// positions, a multiple of window and after). in is its F32 input, t the tensor
 // attention reads (in, or in cast to the backend's mask type).
 type mask struct {
-	window int
-	data   []float32
-	in, t  ml.Tensor
+	window  int
+	chunked bool // window is a chunk: positions from at - at mod window
+	data    []float32
+	in, t   ml.Tensor
 }
 
 func (c *Cache) newPool(perStream, window int, layers []int) (*pool, error) {
@@ -70,18 +72,18 @@ func (c *Cache) newPool(perStream, window int, layers []int) (*pool, error) {
 	p.clear()
 	for _, l := range layers {
 		spec := c.cfg.Layers[l]
-		w := 0
-		if spec.Kind == SlidingWindow {
+		w, chunked := 0, spec.Kind == Chunked
+		if spec.Kind.windowed() {
 			w = c.cfg.Window
 		}
 		p.maskOf[l] = -1
 		for i, m := range p.masks {
-			if m.window == w {
+			if m.window == w && m.chunked == chunked {
 				p.maskOf[l] = i
 			}
 		}
 		if p.maskOf[l] < 0 {
-			p.masks = append(p.masks, &mask{window: w})
+			p.masks = append(p.masks, &mask{window: w, chunked: chunked})
 			p.maskOf[l] = len(p.masks) - 1
 		}
 		ctx := c.b.NewContextSize(2).Layer(l)
@@ -242,13 +244,25 @@ func (m *mask) fill(p *pool, u *Ubatch, seqOf []int, pos []int32) {
 		row := m.data[t*p.histLen : (t+1)*p.histLen]
 		for j := range row {
 			c := cells[j]
-			if c.seq == s && c.pos <= at && (m.window == 0 || at-c.pos < int32(m.window)) {
+			if c.seq == s && c.pos <= at && m.sees(c.pos, at) {
 				row[j] = 0
 			} else {
 				row[j] = ninf
 			}
 		}
 	}
+}
+
+// sees reports whether a token at position at sees the cell of its
+// sequence at pos <= at through the mask's window or chunk.
+func (m *mask) sees(pos, at int32) bool {
+	switch {
+	case m.window == 0:
+		return true
+	case m.chunked:
+		return pos >= at-at%int32(m.window)
+	}
+	return at-pos < int32(m.window)
 }
 
 func firstIndex(u *Ubatch, k int) int {

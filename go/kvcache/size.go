@@ -59,9 +59,9 @@ func Size(cfg Config, pad int) (layers []uint64, host uint64, err error) {
 	layers = make([]uint64, len(cfg.Layers))
 	for i, l := range cfg.Layers {
 		switch l.Kind {
-		case Attention, SlidingWindow:
+		case Attention, SlidingWindow, Chunked:
 			cells := fullCells
-			if l.Kind == SlidingWindow && cfg.CompactWindow {
+			if l.Kind.windowed() && cfg.CompactWindow {
 				cells, anySWA = swaCells, true
 			} else {
 				anyFull = true

@@ -304,7 +304,7 @@ func cacheBytes(m *decoder.Model, blocks, capacity, sequences int) []uint64 {
 	for l, bl := range m.Blocks {
 		s := bl.Cache
 		switch s.Kind {
-		case kvcache.Attention, kvcache.SlidingWindow:
+		case kvcache.Attention, kvcache.SlidingWindow, kvcache.Chunked:
 			perStream := ((capacity+sequences-1)/sequences + 255) / 256 * 256
 			cells := uint64(sequences * perStream)
 			out[l] = pad32(2*uint64(s.KeyDim*s.KVHeads)*cells) + pad32(2*uint64(s.ValueDim*s.KVHeads)*cells)

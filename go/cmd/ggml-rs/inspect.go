@@ -132,6 +132,9 @@ func printLayerSummary(w io.Writer, m *decoder.Model) {
 	if m.Window > 0 && count[kvcache.SlidingWindow] > 0 {
 		fmt.Fprintf(w, " (window %d)", m.Window)
 	}
+	if m.Window > 0 && count[kvcache.Chunked] > 0 {
+		fmt.Fprintf(w, " (chunks of %d)", m.Window)
+	}
 	fmt.Fprintln(w)
 	for _, bl := range m.Blocks {
 		if moe, ok := bl.FFN.(*nn.MoE); ok {

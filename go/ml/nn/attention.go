@@ -40,7 +40,9 @@ func (r RoPE) Apply(ctx ml.Context, t, positions ml.Tensor) ml.Tensor {
 //   - QNorm, KNorm: per-head RMS norms of queries and keys (Qwen3 family),
 //     or, with QKNormWhole, RMS norms over each token's whole query and
 //     key projections before the heads are split (OLMo 2);
-//   - RoPE of the first RoPE.Dim values of each head;
+//   - RoPE of the first RoPE.Dim values of each head (none with NoRoPE),
+//     then, with NormAfterRoPE, unweighted RMS norms of queries and keys
+//     per head (Llama 4's L2 norm);
 //   - Sinks: one attention-sink logit per head (gpt-oss);
 //   - QScale: queries scaled before the attention (Gemma 2 and 3);
 //   - SoftCap: scores soft-capped before the softmax (Gemma 2);
@@ -68,6 +70,12 @@ type Attention struct {
 	// Mistral 3's long-context scaling).
 	TempScaled bool
 	RoPE       RoPE
+	// NoRoPE: the layer's queries and keys are not rotated (Llama 4's
+	// every fourth layer).
+	NoRoPE bool
+	// NormAfterRoPE: unweighted RMS norms (eps NormEps) of each head's
+	// query and key after RoPE and the query scales (Llama 4).
+	NormAfterRoPE bool
 	// KeysBeforeValues adds the keys to the graph before the values, as
 	// llama.cpp's attention over a sliding-window cache does (gpt-oss);
 	// its other attention adds the queries, the values, then the keys.
@@ -104,8 +112,10 @@ func (a *Attention) Forward(ctx ml.Context, x ml.Tensor, b *Batch, layer int) ml
 	if !a.QKNormWhole && a.KNorm != nil {
 		k = k.RMSNorm(ctx, a.KNorm, a.NormEps)
 	}
-	q = a.RoPE.Apply(ctx, q, b.Positions)
-	k = a.RoPE.Apply(ctx, k, b.Positions)
+	if !a.NoRoPE {
+		q = a.RoPE.Apply(ctx, q, b.Positions)
+		k = a.RoPE.Apply(ctx, k, b.Positions)
+	}
 	if a.QScale != 0 {
 		q = q.Scale(ctx, float64(a.QScale))
 	}
@@ -114,6 +124,10 @@ func (a *Attention) Forward(ctx ml.Context, x ml.Tensor, b *Batch, layer int) ml
 			panic(fmt.Errorf("nn: attention with temperature scaling in a batch without AttnScale"))
 		}
 		q = q.Mul(ctx, b.AttnScale)
+	}
+	if a.NormAfterRoPE {
+		q = q.RMSNorm(ctx, nil, a.NormEps)
+		k = k.RMSNorm(ctx, nil, a.NormEps)
 	}
 	if a.KeysBeforeValues {
 		ctx.Forward(q, k, v)

@@ -22,8 +22,11 @@ const (
 //
 //	p = gating(Router·x (+ RouterBias));  e = top Used experts by p
 //	    (by p + SelectionBias where the model has one: LFM2-MoE)
+//	    (by the logits with SelectByLogits: Llama 4)
 //	w = p[e] (normalised to sum 1 with NormWeights; times WeightScale)
 //	out = Σ_i w_i · Down_e_i(act(Gate_e_i·x (+b), Up_e_i·x (+b))) (+b)
+//	    (Σ_i Down_e_i(act(Gate_e_i·w_i·x, Up_e_i·w_i·x)) with
+//	    WeightsBeforeFFN: Llama 4)
 //	    (+ sigmoid(SharedGate·x) · Shared(x))
 //
 // Expert weights are 3-D: Gate and Up [d, ff, Experts], Down [ff, d,
@@ -43,6 +46,13 @@ type MoE struct {
 	SelectionBias ml.Tensor
 	NormWeights   bool
 	WeightScale   float32
+	// SelectByLogits chooses the experts by the router's raw logits, not
+	// by the gated probabilities (Llama 4: the same experts but for
+	// ties, as its reference code picks them).
+	SelectByLogits bool
+	// WeightsBeforeFFN scales each chosen expert's input by its weight
+	// instead of its output, and sums the outputs as they are (Llama 4).
+	WeightsBeforeFFN bool
 	// OAI selects gpt-oss's clamped SwiGLU, with Alpha and Limit, instead
 	// of SiLU(gate)·up.
 	OAI          bool
@@ -70,6 +80,9 @@ func (m *MoE) Forward(ctx ml.Context, x ml.Tensor) ml.Tensor {
 		probs = logits.Softmax(ctx)
 	}
 	selection := probs
+	if m.SelectByLogits {
+		selection = logits
+	}
 	if m.SelectionBias != nil {
 		selection = probs.Add(ctx, m.SelectionBias)
 	}
@@ -93,6 +106,9 @@ func (m *MoE) Forward(ctx ml.Context, x ml.Tensor) ml.Tensor {
 	ctx.Forward(w)
 
 	xe := x.Reshape(ctx, d, 1, n)
+	if m.WeightsBeforeFFN {
+		xe = xe.Repeat4D(ctx, d, k, n, 1).Mul(ctx, w) // [d, k, n]
+	}
 	var gate, up ml.Tensor
 	if m.GateUp != nil {
 		gu := m.GateUp.MulmatID(ctx, xe, selected) // [2ff, k, n]
@@ -122,7 +138,9 @@ func (m *MoE) Forward(ctx ml.Context, x ml.Tensor) ml.Tensor {
 	if m.DownBias != nil {
 		experts = experts.AddID(ctx, m.DownBias, selected)
 	}
-	experts = experts.Mul(ctx, w)
+	if !m.WeightsBeforeFFN {
+		experts = experts.Mul(ctx, w)
+	}
 	ctx.Forward(experts)
 
 	// Sum the k experts in order, as llama.cpp does (views, then adds).
