@@ -75,6 +75,14 @@ that llama.cpp (tools/llama-ref) and our Go runner load the same files:
                  position (an original context of 16 in the small models,
                  so that the prompts cross several of its steps); queries
                  wider than d
+  llama4         Llama 4's text decoder (Scout-like): chunked attention on
+                 three layers in four (llama.cpp fixes the chunk at 8192),
+                 there RoPE with Llama 3.1's frequency factors and
+                 unweighted RMS norms of queries and keys; no RoPE and the
+                 attention temperature on every fourth; dense and MoE
+                 layers alternating (top-1 of 16 experts chosen by the
+                 router's logits, their sigmoids scaling the expert's
+                 input, beside a shared expert)
 
 Weight matrices (2-D, and the 3-D expert stacks) are in the file's type, the
 MoE routers (ffn_gate_inp) too, which llama.cpp's converter would keep in F32
@@ -450,6 +458,19 @@ NEW_ARCHS = {
         "bench": dict(n_layer=8, d=1024, n_head=16, n_kv=1, hd=192, n_rot=64, q_lora=768, kv_lora=512, vd=256,
                       ffn=4096, dense_lead=1, n_expert=64, n_used=4, ffe=256, n_shared=1, scale=1.8),
     },
+    # Llama 4 Scout-like (48 layers, d 5120, 40 heads of 128 over 8 KV
+    # heads, 16 experts top-1 beside a shared one there): chunked attention
+    # (llama.cpp's fixed 8192) on three layers in four, RoPE with Llama
+    # 3.1's frequency factors (x16) and L2-normed queries and keys on
+    # those, the attention temperature on the fourth; the small model's
+    # MoE on every second layer (Maverick's interleave), the bench model's
+    # on all (Scout's).
+    "llama4": {
+        "small": dict(n_layer=8, d=128, n_head=8, n_kv=2, hd=32, ffn=384, n_expert=16, n_used=1, ffe=64,
+                      moe_step=2),
+        "bench": dict(n_layer=8, d=1024, n_head=8, n_kv=2, hd=128, ffn=4096, n_expert=16, n_used=1, ffe=1024,
+                      moe_step=1),
+    },
     "gemma2": {
         "small": dict(n_layer=6, d=128, n_head=4, n_kv=2, hd=64, ffn=384, swa=16, softcap=30.0, attn_softcap=10.0, tied=True),
         "bench": dict(n_layer=8, d=1152, n_head=8, n_kv=4, hd=128, ffn=6912, swa=512, attn_softcap=50.0, tied=True),
@@ -467,9 +488,9 @@ def write_new_model(path: str, arch: str, size: str, tname: str):
     n_next = h.get("nextn", 0)
     n_rot = h.get("n_rot", hd)
     E, ffe, shexp = h.get("n_expert", 0), h.get("ffe", 0), h.get("shexp", 0)
-    qwen = arch != "gpt-oss"  # eps 1e-6 (gemma too)
+    qwen = arch not in ("gpt-oss", "llama4")  # eps 1e-6 (gemma too)
     olmo = arch in ("olmo2", "olmo3")
-    qk_norm = arch not in ("gpt-oss", "gemma2", "mistral3") and not olmo  # lfm2: its attention layers'
+    qk_norm = arch not in ("gpt-oss", "gemma2", "mistral3", "llama4") and not olmo  # lfm2: its attention layers'
     gemma = arch in ("gemma2", "gemma3")
     lfm = arch in ("lfm2", "lfm2moe")
     mla = arch in ("deepseek2", "deepseek2mha", "glm4moelite")
@@ -516,7 +537,8 @@ def write_new_model(path: str, arch: str, size: str, tname: str):
     w.add_rope_dimension_count(n_rot)
     w.add_layer_norm_rms_eps(1e-6 if qwen else 1e-5)
     w.add_rope_freq_base({"qwen3moe": 1e6, "gpt-oss": 150000.0, "gemma3": 1e6, "gemma2": 10000.0, "olmo2": 500000.0, "mistral3": 1e6, "lfm2": 1e6, "lfm2moe": 1e6,
-                        "olmo3": 500000.0, "deepseek2": 10000.0, "deepseek2mha": 10000.0, "glm4moelite": 1e6}.get(arch, 1e7))
+                        "olmo3": 500000.0, "deepseek2": 10000.0, "deepseek2mha": 10000.0, "glm4moelite": 1e6,
+                        "llama4": 500000.0}.get(arch, 1e7))
     if E:
         w.add_expert_count(E)
         w.add_expert_used_count(h["n_used"])
@@ -526,6 +548,10 @@ def write_new_model(path: str, arch: str, size: str, tname: str):
     if arch == "lfm2moe":
         w.add_leading_dense_block_count(h["dense_lead"])
         w.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)
+    if arch == "llama4":
+        # The checkpoint's attention_chunk_size, as the converter writes it.
+        w.add_sliding_window(8192)
+        w.add_interleave_moe_layer_step(h["moe_step"])
     if arch == "gpt-oss":
         w.add_sliding_window(h["swa"])
         w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
@@ -727,6 +753,16 @@ def write_new_model(path: str, arch: str, size: str, tname: str):
             attention(p, False)
             norm(p + "ffn_norm.weight", d)
             dense_ffn(p)
+        elif arch == "llama4":
+            attention(p, False)
+            norm(p + "ffn_norm.weight", d)
+            if (i + 1) % h["moe_step"] == 0:
+                moe(p)
+                mat(p + "ffn_gate_shexp.weight", (ffe, d), d ** -0.5)
+                mat(p + "ffn_up_shexp.weight", (ffe, d), d ** -0.5)
+                mat(p + "ffn_down_shexp.weight", (d, ffe), ffe ** -0.5)
+            else:
+                dense_ffn(p)
         elif lfm:
             if i in h["attn_layers"]:
                 attention(p, False)
@@ -785,6 +821,10 @@ def write_new_model(path: str, arch: str, size: str, tname: str):
                 norm(p + "nextn.enorm.weight", d)
                 norm(p + "nextn.hnorm.weight", d)
                 norm(p + "nextn.shared_head_norm.weight", d)
+    if arch == "llama4":
+        # Llama 3.1's frequency factors (x16 as Scout's, over an original
+        # context of ctx/32), one tensor for every layer.
+        w.add_tensor("rope_freqs.weight", llama3_rope_factors(n_rot, 500000.0, h["ctx"] // 32, factor=16.0))
     if gemma and tied:
         f32("output_norm.weight", d, 1.0, 10.0)
     elif lfm:
@@ -888,7 +928,7 @@ def write_nomic_bert(path: str, size: str, tname: str):
 # that llama.cpp's converter names arch: gpt-oss is "gptoss", and a
 # Qwen3-Next checkpoint (it has experts) comes out as "qwen35moe".
 OLLAMA_ARCH = {"gpt-oss": "gptoss", "qwen3next": "qwen35moe", "qwen35": "qwen35", "qwen35moe": "qwen35moe", "olmo3": "olmo3",
-               "mistral3": "mistral3", "glm4moelite": "glm4moelite"}
+               "mistral3": "mistral3", "glm4moelite": "glm4moelite", "llama4": "llama4"}
 # The architecture in the llama.cpp-layout file's keys, where it is not arch.
 LLAMA_ARCH = {"olmo3": "olmo2", "glm4moelite": "deepseek2"}
 
@@ -947,6 +987,12 @@ def write_ollama_model(path: str, src: str, arch: str, size: str):
               attention temperature as rope.scaling_beta; vocab_size; and
               the vision tower's tensors (v.*, mm.*; two stand-ins here),
               which a text decoder does not read
+      llama4  the dense and expert feed-forward lengths as intermediate_size
+              and intermediate_size_moe, feed_forward_length the expert's
+              (the checkpoint's intermediate_size), no
+              expert_feed_forward_length; use_qk_norm true; no
+              attention.sliding_window (the chunk is implied); vision
+              stand-ins as mistral3's
 
     Not reproduced: Ollama's element types (F16 for every matrix, F32
     routers; here each tensor keeps the llama.cpp file's type, so that both
@@ -997,6 +1043,13 @@ def write_ollama_model(path: str, src: str, arch: str, size: str):
         kv["rope.scaling.mscale_all_dim"] = kv.pop("rope.scaling.yarn_log_multiplier")
         kv["rope.scaling_beta"] = kv.pop("attention.temperature_scale")
         kv["vocab_size"] = u32(n_vocab)
+    elif arch == "llama4":
+        ffe = kv.pop("expert_feed_forward_length")[0]
+        kv["intermediate_size"] = u32(kv["feed_forward_length"][0])
+        kv["intermediate_size_moe"] = u32(ffe)
+        kv["feed_forward_length"] = u32(ffe)
+        kv["use_qk_norm"] = flag(True)
+        del kv["attention.sliding_window"]
     elif arch == "glm4moelite":
         # Each head's sizes as key_length and value_length, the cached
         # head's as the *_mla keys; every head counted as a KV head.
@@ -1048,7 +1101,7 @@ def write_ollama_model(path: str, src: str, arch: str, size: str):
             x = rng_for(model, name).standard_normal(shape, dtype=np.float32)
             tensors.append((name, x.astype(np.float16) if len(shape) > 1 else x, None))
 
-    if arch == "mistral3":
+    if arch in ("mistral3", "llama4"):
         model = f"{arch}-{size}-ollama"
         for name, shape in (("v.patch_conv.weight", (32, 3, 4, 4)), ("mm.linear_1.weight", (64, 32))):
             x = rng_for(model, name).standard_normal(shape, dtype=np.float32)

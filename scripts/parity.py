@@ -73,7 +73,7 @@ import subprocess
 import sys
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-ARCHS = ("llama", "qwen2", "qwen3", "qwen3moe", "gpt-oss", "qwen3next", "qwen35", "qwen35moe", "gemma3", "gemma2", "olmo2", "olmo3", "mistral3", "lfm2", "lfm2moe", "deepseek2", "deepseek2mha", "glm4moelite")
+ARCHS = ("llama", "qwen2", "qwen3", "qwen3moe", "gpt-oss", "qwen3next", "qwen35", "qwen35moe", "gemma3", "gemma2", "olmo2", "olmo3", "mistral3", "lfm2", "lfm2moe", "deepseek2", "deepseek2mha", "glm4moelite", "llama4")
 MODELS = [f"{a}-small-{t}" for a in ARCHS for t in ("f16", "q8_0", "q4_0")]
 # Encoders (sentence embeddings), held to llama.cpp's pooled embeddings.
 EMBED_MODELS = [f"nomic-bert-small-{t}" for t in ("f16", "q8_0", "q4_0")]
@@ -100,6 +100,13 @@ MTP_DRAFT = 4
 # 512: the whole prompt, llama.cpp's default).
 CASE_FA = ("on", "off")
 CASE_UBATCH = (1, 7, 32, 512)
+# Architectures whose graph changes only past a long prefix, and the
+# prompt that crosses it: Llama 4's chunked attention and its attention
+# temperature, both at llama.cpp's fixed 8192 positions. The golden files
+# hold the last-position logits of that prompt (its last LONG_DECODE
+# tokens decoded one at a time, past the edge), flash attention on and off.
+LONG_ARCHS = {"llama4": 8200}
+LONG_DECODE = 4
 
 # Tolerances. The reference against its own golden file: the same program on
 # the same sources, so only a different CPU (ISA paths, thread split) moves it.
@@ -137,6 +144,15 @@ def sequences(vocab: int):
             seq.append(3 + (x >> 8) % (vocab - 6))
         out.append(seq)
     return out
+
+
+def long_sequence(vocab: int, n: int):
+    """A fixed sequence of n tokens (no special tokens) for LONG_ARCHS."""
+    x, seq = 54321, []
+    for _ in range(n):
+        x = (x * 1103515245 + 12345) % 2**31
+        seq.append(3 + (x >> 8) % (vocab - 6))
+    return seq
 
 
 def embed_sequences(vocab: int):
@@ -416,6 +432,8 @@ def golden(a):
                               "greedy": {"prompt": seqs[0], "n": N_GREEDY, "tokens": ug["tokens"]}}
         if m.split("-small-")[0] in MTP_ARCHS:
             doc["mtp"] = ref_mtp(a, path, seqs[1])
+        if m.split("-small-")[0] in LONG_ARCHS:
+            doc["long"] = ref_long(a, path, long_sequence(probe["n_vocab"], LONG_ARCHS[m.split("-small-")[0]]))
         out = os.path.join(a.golden, f"ref_{m}.json")
         write_doc(out, doc)
         print(f"parity: wrote {os.path.relpath(out, ROOT)} (greedy {g['tokens'][:8]}...)")
@@ -468,6 +486,20 @@ def mtp_golden(a):
         doc["mtp"] = ref_mtp(a, path, doc["sequences"][1]["tokens"])
         write_doc(out, doc)
         print(f"parity: added mtp to {os.path.relpath(out, ROOT)} (draft {doc['mtp']['draft']})")
+
+
+def ref_long(a, path, tokens):
+    """The reference's "long" entry: the last-position logits of tokens
+    (n_ubatch 512, the last LONG_DECODE decoded one at a time), flash
+    attention on and off."""
+    cases = []
+    for fa in CASE_FA:
+        r = run_json(a.ref, ["logits", "-fa", fa, "-ubatch", "512", "-decode", str(LONG_DECODE), "-t", str(a.t),
+                             path] + [str(t) for t in tokens])
+        cases.append({"fa": fa, "logits": round6(r["logits"])})
+    return {"note": f"one {len(tokens)}-token prompt in ubatches of 512, its last {LONG_DECODE} tokens decoded one "
+                    "at a time: the last position's logits, flash attention on and off",
+            "tokens": tokens, "decode": LONG_DECODE, "cases": cases}
 
 
 def ref_cases(a, path, seqs, par_seqs, env=None):
@@ -565,6 +597,13 @@ def compare_logits(prog, path, doc, t, extra=(), new=True, unfused=False, env=No
             raise RuntimeError("-seqs answered other sequences")
         w, k = rows_diff(r["logits"], p["logits"], tie)
         out.append((f"parallel fa {p['fa']}", w, k, len(p["sequences"])))
+    if "long" in doc and not unfused:
+        lg = doc["long"]
+        for c in lg["cases"]:
+            r = run_json(prog, ["logits", "-t", str(t), "-fa", c["fa"], "-ubatch", "512", "-decode", str(lg["decode"]),
+                                path] + [str(x) for x in lg["tokens"]], env)
+            w, k = rows_diff([r["logits"]], [c["logits"]], tie)
+            out.append((f"long fa {c['fa']}", w, k, 1))
     return out
 
 

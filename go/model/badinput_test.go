@@ -250,7 +250,7 @@ type badCase struct {
 
 // The architectures' small models.
 var badArchs = []string{"qwen2", "qwen3moe", "gpt-oss", "qwen3next", "qwen35", "qwen35moe", "gemma3", "gemma2", "olmo2", "olmo3", "mistral3", "lfm2", "lfm2moe",
-	"deepseek2", "deepseek2mha", "glm4moelite"}
+	"deepseek2", "deepseek2mha", "glm4moelite", "llama4"}
 
 func TestBadModels(t *testing.T) {
 	for _, arch := range badArchs {
@@ -439,6 +439,26 @@ func badCases(t *testing.T, m *ggufFile) []badCase {
 		}...)
 	}
 
+	if a == "llama4" {
+		rd := m.u("rope.dimension_count")
+		cs = append(cs, []badCase{
+			{"sliding_window 0 (no chunks)", set("attention.sliding_window", u32(0)), []string{k("attention.sliding_window")}},
+			{"interleave_moe_layer_step negative", set("interleave_moe_layer_step", int32(-2)), []string{k("interleave_moe_layer_step")}},
+			{"interleave_moe_layer_step 1 over dense layers", set("interleave_moe_layer_step", u32(1)), []string{blk(0, "ffn_gate_inp.weight")}},
+			{"interleave_moe_layer_step 0 over MoE layers", set("interleave_moe_layer_step", u32(0)), []string{blk(1, "ffn_gate.weight")}},
+			{"missing shared expert", func(_ *testing.T, m *ggufFile) { m.drop(blk(3, "ffn_up_shexp.weight")) }, []string{blk(3, "ffn_up_shexp.weight")}},
+			{"shared expert of another width", func(t *testing.T, m *ggufFile) {
+				s := m.shape(t, blk(1, "ffn_gate_shexp.weight"))
+				m.reshape(t, blk(1, "ffn_gate_shexp.weight"), s[0], s[1]*2)
+			}, []string{blk(1, "ffn_gate_shexp.weight")}},
+			{"rope_freqs of the wrong length", func(t *testing.T, m *ggufFile) { m.reshape(t, "rope_freqs.weight", rd) },
+				[]string{"rope_freqs.weight"}},
+			{"sliding_window_pattern of the wrong length", set("attention.sliding_window_pattern", make([]bool, layers+1)),
+				[]string{k("attention.sliding_window_pattern")}},
+			{"feed_forward_length missing", set("feed_forward_length", nil), []string{k("feed_forward_length")}},
+		}...)
+	}
+
 	if a == "qwen2" {
 		cs = append(cs, []badCase{
 			{"missing key bias", func(_ *testing.T, m *ggufFile) { m.drop(blk(1, "attn_k.bias")) }, []string{blk(1, "attn_k.bias")}},
@@ -508,11 +528,24 @@ func badCases(t *testing.T, m *ggufFile) []badCase {
 		for m.tensor(blk(e0, "ffn_gate_inp.weight")) == nil {
 			e0++
 		}
-		e1, e2 := e0+1, e0+2
+		// The next two (Llama 4's alternate with dense ones).
+		next := func(i int) int {
+			for i++; m.tensor(blk(i, "ffn_gate_inp.weight")) == nil; i++ {
+			}
+			return i
+		}
+		e1 := next(e0)
+		e2 := next(e1)
+		// Below expert_used_count: both keys named, or with one expert
+		// used (Llama 4) expert_count 0.
+		belowUsed := []string{k("expert_used_count"), k("expert_count")}
+		if used == 1 {
+			belowUsed = []string{k("expert_count")}
+		}
 		cs = append(cs, []badCase{
 			{"expert_count larger than the tensors'", set("expert_count", u32(2*E)), []string{blk(e0, "ffn_gate_inp.weight")}},
 			{"expert_count smaller than the tensors'", set("expert_count", u32(used)), []string{blk(e0, "ffn_gate_inp.weight")}},
-			{"expert_count below expert_used_count", set("expert_count", u32(used-1)), []string{k("expert_used_count"), k("expert_count")}},
+			{"expert_count below expert_used_count", set("expert_count", u32(used-1)), belowUsed},
 			{"expert_count 0", set("expert_count", u32(0)), []string{k("expert_count")}},
 			{"expert_count missing", set("expert_count", nil), []string{k("expert_count")}},
 			{"expert_used_count 0", set("expert_used_count", u32(0)), []string{k("expert_used_count")}},

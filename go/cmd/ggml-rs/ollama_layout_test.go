@@ -35,6 +35,7 @@ var ollamaArchs = map[string]string{
 	"olmo3":       "olmo3", // llama.cpp's converter: olmo2
 	"mistral3":    "mistral3",
 	"glm4moelite": "glm4moelite", // llama.cpp's converter: deepseek2
+	"llama4":      "llama4",
 }
 
 // TestOllamaLayout checks that each Ollama-layout model gives
@@ -149,6 +150,16 @@ func checkOllamaLayout(t *testing.T, b ml.Backend, arch string) {
 		kv, _ := c.Value(oarch + ".attention.head_count_kv").(uint32)
 		if kl == 0 || klm <= kl || kv <= 1 || c.Value("tokenizer.ggml.pre") != "glm4" {
 			problems = append(problems, fmt.Sprintf("key_length %d, key_length_mla %d, head_count_kv %d, pre %v: not Ollama's", kl, klm, kv, c.Value("tokenizer.ggml.pre")))
+		}
+	} else if arch == "llama4" {
+		// The feed-forward lengths under Ollama's keys, no chunk size.
+		ff, _ := c.Value(oarch + ".intermediate_size").(uint32)
+		ffe, _ := c.Value(oarch + ".intermediate_size_moe").(uint32)
+		if ff == 0 || ffe == 0 || c.Value(oarch+".expert_feed_forward_length") != nil || c.Value(oarch+".attention.sliding_window") != nil {
+			problems = append(problems, "not Ollama's feed-forward and chunk keys")
+		}
+		if !has("v.patch_conv.weight") {
+			problems = append(problems, "no vision tower tensors")
 		}
 	} else if arch == "olmo3" {
 		if _, ok := c.Value(oarch + ".attention.sliding_window_pattern").([]bool); !ok {

@@ -136,6 +136,18 @@ type goldenDoc struct {
 	// (scripts/llama-patches/01-ref-unfused-gdn.sh), which our primitive
 	// path is held to.
 	Unfused *refRuns
+	// Long: one prompt past a long prefix (Llama 4's chunk and attention
+	// temperature, at 8192 positions) in ubatches of 512, its last Decode
+	// tokens one at a time; the last position's logits per flash-attention
+	// setting.
+	Long *struct {
+		Tokens []int32
+		Decode int
+		Cases  []struct {
+			FA     string
+			Logits []float32
+		}
+	}
 }
 
 // refRuns are the reference's runs of one configuration: the three
@@ -273,6 +285,9 @@ func TestParityWithLlamaCpp(t *testing.T) {
 			if len(doc.Cases) != 8 || len(doc.Parallel) != 2 || len(doc.Sequences) != 3 {
 				t.Fatalf("golden file has %d cases, %d parallel batches, %d sequences (want 8, 2, 3)", len(doc.Cases), len(doc.Parallel), len(doc.Sequences))
 			}
+			if strings.HasPrefix(name, "llama4-") && doc.Long == nil {
+				t.Fatal("golden file has no \"long\" prompt (make parity-golden writes it for llama4)")
+			}
 			path := modelPath(t, name)
 			checkSHA(t, path, doc.ModelSHA256)
 			paths := []string{"fused"}
@@ -356,6 +371,20 @@ func parityCase(t *testing.T, path, name, deltaNet, fa string, doc *goldenDoc) {
 			sc.add(t, rows[i], p.Logits[i], tie)
 		}
 		check(fmt.Sprintf("%d seqs", len(rows)), sc)
+	}
+	if l := doc.Long; l != nil && deltaNet == "fused" {
+		for _, c := range l.Cases {
+			if c.FA != fa {
+				continue
+			}
+			rows, err := computeLogits(m, l.Tokens, false, len(l.Tokens), 512, l.Decode)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var sc parityScore
+			sc.add(t, rows[0], c.Logits, tie)
+			check(fmt.Sprintf("long %d", len(l.Tokens)), sc)
+		}
 	}
 	if fa != "on" {
 		return // the greedy continuation is the reference's default (flash attention on)
