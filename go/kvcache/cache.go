@@ -2,8 +2,8 @@
 // forward passes, over the github.com/ggml-rs/ggml-rs/go/ml API: the keys and values of attention
 // layers (every token, or the last Window tokens for sliding-window
 // layers) and the states of recurrent layers (a short convolution's last
-// inputs and a gated delta-net's state matrix), for several sequences at
-// once.
+// inputs and a gated delta-net's state matrix or a Mamba-2 scan's state),
+// for several sequences at once.
 //
 // Attention layers share a pool of cells (one per cached token, any
 // sequence), like llama.cpp's unified KV cache: a batch's tokens take free
@@ -89,10 +89,20 @@ type LayerSpec struct {
 	ValuesInKeys bool
 	// Recurrent: the convolution state is [ConvWidth-1, ConvChannels] and
 	// the delta-net state [StateSize, StateSize, StateHeads] (F32) per
-	// sequence; a layer with a convolution only (LFM2's short
-	// convolutions) has StateSize and StateHeads 0.
-	ConvWidth, ConvChannels int
-	StateSize, StateHeads   int
+	// sequence, or [StateSize, StateRows, StateHeads] where StateRows is
+	// set (Mamba-2's scan: d_state by the head's size); a layer with a
+	// convolution only (LFM2's short convolutions) has StateSize and
+	// StateHeads 0.
+	ConvWidth, ConvChannels          int
+	StateSize, StateRows, StateHeads int
+}
+
+// stateRows is the second dimension of a recurrent layer's state.
+func (l LayerSpec) stateRows() int {
+	if l.StateRows != 0 {
+		return l.StateRows
+	}
+	return l.StateSize
 }
 
 // Config describes a cache.
@@ -209,7 +219,7 @@ func New(b ml.Backend, cfg Config) (*Cache, error) {
 			}
 		case Recurrent:
 			convOnly := l.StateSize == 0 && l.StateHeads == 0
-			if l.ConvWidth < 2 || l.ConvChannels <= 0 || !convOnly && (l.StateSize <= 0 || l.StateHeads <= 0) {
+			if l.ConvWidth < 2 || l.ConvChannels <= 0 || l.StateRows < 0 || !convOnly && (l.StateSize <= 0 || l.stateRows() <= 0 || l.StateHeads <= 0) {
 				return nil, fmt.Errorf("kvcache: layer %d: recurrent state shapes must be positive (conv width >= 2): %+v", i, l)
 			}
 			rec = append(rec, i)
@@ -804,7 +814,7 @@ func (c *Cache) SetConvStates(ctx ml.Context, layer int, states []ml.Tensor) {
 }
 
 // DeltaState is layer's delta-net state for the batch's sequences:
-// [stateSize, stateSize, heads, sequences] (zero for a sequence's first
+// [stateSize, stateSize or StateRows, heads, sequences] (zero for a sequence's first
 // batch).
 func (c *Cache) DeltaState(ctx ml.Context, layer int) ml.Tensor {
 	return c.recurrentOf(layer).get(ctx, layer, 1)

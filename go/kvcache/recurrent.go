@@ -64,7 +64,7 @@ func (c *Cache) newRecurrent(layers []int) (*recurrent, error) {
 	for _, l := range layers {
 		spec := c.cfg.Layers[l]
 		r.shapes[0][l] = []int{spec.ConvWidth - 1, spec.ConvChannels}
-		r.shapes[1][l] = []int{spec.StateSize, spec.StateSize, spec.StateHeads}
+		r.shapes[1][l] = []int{spec.StateSize, spec.stateRows(), spec.StateHeads}
 		ctx := c.b.NewContextSize(2).Layer(l)
 		r.ctxs = append(r.ctxs, ctx)
 		if err := catch(func() {

@@ -75,7 +75,7 @@ func Size(cfg Config, pad int) (layers []uint64, host uint64, err error) {
 		case Recurrent:
 			rows := uint64(seqs) * uint64(1+cfg.Rewind)
 			conv := mul(uint64(max(l.ConvWidth-1, 0)), uint64(max(l.ConvChannels, 0)))
-			state := mul(mul(uint64(max(l.StateSize, 0)), uint64(max(l.StateSize, 0))), uint64(max(l.StateHeads, 0)))
+			state := mul(mul(uint64(max(l.StateSize, 0)), uint64(max(l.stateRows(), 0))), uint64(max(l.StateHeads, 0)))
 			layers[i] = mul(mul(rows, add(conv, state)), 4)
 		}
 	}

@@ -6,6 +6,7 @@ package model_test
 // 127.0.0.1, which placement treats as a GPU.
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -310,7 +311,7 @@ func cacheBytes(m *decoder.Model, blocks, capacity, sequences int) []uint64 {
 			out[l] = pad32(2*uint64(s.KeyDim*s.KVHeads)*cells) + pad32(2*uint64(s.ValueDim*s.KVHeads)*cells)
 		case kvcache.Recurrent:
 			out[l] = pad32(4*uint64((s.ConvWidth-1)*s.ConvChannels*sequences)) +
-				pad32(4*uint64(s.StateSize*s.StateSize*s.StateHeads*sequences))
+				pad32(4*uint64(s.StateSize*cmp.Or(s.StateRows, s.StateSize)*s.StateHeads*sequences))
 		}
 	}
 	return out

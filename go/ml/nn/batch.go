@@ -1,8 +1,9 @@
 // Package nn holds the building blocks that decoder models are made of,
 // over the github.com/ggml-rs/ggml-rs/go/ml API: linear layers, gated attention with its options
 // (Q/K norms, partial and multi-section RoPE, sinks, sliding windows), the
-// dense and mixture-of-experts feed-forward networks, and the gated
-// delta-net layer of the hybrid architectures (fused or from primitives).
+// dense and mixture-of-experts feed-forward networks, the gated delta-net
+// layer of the hybrid architectures (fused or from primitives), LFM2's
+// short convolution and Nemotron-H's Mamba-2 mixer.
 // Each block mirrors one of llama.cpp's llm_graph_context helpers
 // (build_attn, build_ffn, build_moe_ffn, the delta-net base), so a model
 // file composes them the way llama.cpp's src/models/*.cpp do and a fix
@@ -49,7 +50,8 @@ type RecurrentCache interface {
 	// ConvState is [convWidth-1, channels, sequences].
 	ConvState(ctx ml.Context, layer int) ml.Tensor
 	SetConvState(ctx ml.Context, layer int, state ml.Tensor)
-	// DeltaState is [stateSize, stateSize, heads, sequences].
+	// DeltaState is [stateSize, stateSize (Mamba-2: its head size), heads,
+	// sequences].
 	DeltaState(ctx ml.Context, layer int) ml.Tensor
 	SetDeltaState(ctx ml.Context, layer int, state ml.Tensor)
 	// StatesKept is m, how many states per sequence the cache keeps of the

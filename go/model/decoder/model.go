@@ -37,7 +37,9 @@ type FFN interface {
 // "sandwich" norms) each branch's output is RMS-normed again before its
 // residual: x += rmsnorm(Mixer(…))·AttnPostNorm, likewise the FFN's.
 // Without AttnNorm and FFNNorm (OLMo 2's post-norm blocks) the branches
-// take x as it is. Cache says what the layer keeps.
+// take x as it is. A block without a Mixer or without an FFN
+// (Nemotron-H's layers are one or the other) skips that branch. Cache says
+// what the layer keeps.
 type Block struct {
 	AttnNorm     ml.Tensor // optional
 	Mixer        Mixer
@@ -56,9 +58,16 @@ func norm(ctx ml.Context, h, w ml.Tensor, eps float32) ml.Tensor {
 	return h.RMSNorm(ctx, w, eps)
 }
 
-// ffn is the block's feed-forward branch with its residual: x +
-// post(FFN(rmsnorm(x)·FFNNorm)).
-func (bl *Block) ffn(ctx ml.Context, x ml.Tensor, eps float32) ml.Tensor {
+// rest is the block after its mixer's output h (nil without a mixer):
+// the mixer's residual, then the feed-forward branch with its own, x +
+// post(FFN(rmsnorm(x)·FFNNorm)) (none without a feed-forward).
+func (bl *Block) rest(ctx ml.Context, x, h ml.Tensor, eps float32) ml.Tensor {
+	if h != nil {
+		x = x.Add(ctx, norm(ctx, h, bl.AttnPostNorm, eps))
+	}
+	if bl.FFN == nil {
+		return x
+	}
 	return x.Add(ctx, norm(ctx, bl.FFN.Forward(ctx, norm(ctx, x, bl.FFNNorm, eps)), bl.FFNPostNorm, eps))
 }
 
@@ -438,22 +447,26 @@ func (m *Model) forward(cache *kvcache.Cache, ub *kvcache.Ubatch, rows []int32, 
 		if pin != nil {
 			pin.SetNormLayer(i)
 		}
-		h := bl.Mixer.Forward(ctx, norm(ctx, x, bl.AttnNorm, m.Eps), b, i)
+		var h ml.Tensor
+		if bl.Mixer != nil {
+			h = bl.Mixer.Forward(ctx, norm(ctx, x, bl.AttnNorm, m.Eps), b, i)
+		}
 		if keepRows != nil && i == len(m.Blocks)-1 {
 			if wantHidden {
 				// Every row's hidden state, from a feed-forward over all
 				// rows; the logits below take the path of a batch
 				// without hidden states, bit for bit.
-				xa := bl.ffn(ctx, x.Add(ctx, norm(ctx, h, bl.AttnPostNorm, m.Eps)), m.Eps)
-				hid = xa.RMSNorm(ctx, m.OutNorm, m.Eps)
+				hid = bl.rest(ctx, x, h, m.Eps).RMSNorm(ctx, m.OutNorm, m.Eps)
 			}
 			// Only some rows' logits are wanted: the last feed-forward
 			// (and the head) run on those alone, as llama.cpp's
 			// inp_out_ids.
-			h, x = h.Rows(ctx, keepRows), x.Rows(ctx, keepRows)
+			if h != nil {
+				h = h.Rows(ctx, keepRows)
+			}
+			x = x.Rows(ctx, keepRows)
 		}
-		x = x.Add(ctx, norm(ctx, h, bl.AttnPostNorm, m.Eps))
-		x = bl.ffn(ctx, x, m.Eps)
+		x = bl.rest(ctx, x, h, m.Eps)
 	}
 	if pin != nil {
 		pin.SetNormLayer(-1)
