@@ -75,6 +75,12 @@ that llama.cpp (tools/llama-ref) and our Go runner load the same files:
                  position (an original context of 16 in the small models,
                  so that the prompts cross several of its steps); queries
                  wider than d
+  nemotron_h     Nemotron-H (Nemotron Nano 2-like): each layer one of
+                 Mamba-2 (in_proj to z, x|B|C, dt; a causal conv over
+                 x|B|C; the selective scan with per-head decay and skip;
+                 silu(z) gating and a grouped RMS norm), attention without
+                 RoPE, or a ReLU² feed-forward without a gate, by a
+                 per-layer head_count_kv and feed_forward_length
   llama4         Llama 4's text decoder (Scout-like): chunked attention on
                  three layers in four (llama.cpp fixes the chunk at 8192),
                  there RoPE with Llama 3.1's frequency factors and
@@ -922,6 +928,106 @@ def write_nomic_bert(path: str, size: str, tname: str):
     os.replace(path + ".tmp", path)
 
 
+# Nemotron-H-like (Nemotron Nano 2 9B: 56 layers, d 4480, Mamba-2 with 128
+# heads of 80 and state 128 in 8 groups, GQA 40/8 attention without RoPE,
+# ReLU² feed-forwards): one kind per layer, by the pattern (M Mamba-2, *
+# attention, - feed-forward), ending in a feed-forward as the real ones.
+NEMOTRON_H = {
+    "small": dict(pattern="M-M*-M*-", d=128, n_head=4, n_kv=2, hd=32, ffn=384,
+                  inner=256, ssm_heads=8, state=32, groups=2, conv=4, vocab=512, ctx=2048),
+    "bench": dict(pattern="M-M*M-M-", d=1024, n_head=16, n_kv=4, hd=64, ffn=4096,
+                  inner=2048, ssm_heads=32, state=64, groups=4, conv=4, vocab=8192, ctx=4096),
+}
+
+
+def write_nemotron_h(path: str, size: str, tname: str):
+    h = NEMOTRON_H[size]
+    qtype, ftype = TYPES[tname]
+    model = f"nemotron_h-{size}"
+    d, nh, nkv, hd, ff, V = h["d"], h["n_head"], h["n_kv"], h["hd"], h["ffn"], h["vocab"]
+    inner, H, N, G, K = h["inner"], h["ssm_heads"], h["state"], h["groups"], h["conv"]
+    pattern = h["pattern"]
+    L = len(pattern)
+    ch = inner + 2 * G * N
+    w = gguf.GGUFWriter(path + ".tmp", "nemotron_h")
+    w.add_name(f"ggml-rs random {model} {tname}")
+    w.add_file_type(int(ftype))
+    w.add_context_length(h["ctx"])
+    w.add_embedding_length(d)
+    w.add_block_count(L)
+    # Per layer: KV heads on the attention layers, a width on the
+    # feed-forward ones, both 0 on the Mamba-2 ones.
+    w.add_head_count(nh)
+    w.add_head_count_kv([nkv if c == "*" else 0 for c in pattern])
+    w.add_feed_forward_length([ff if c == "-" else 0 for c in pattern])
+    w.add_key_length(hd)
+    w.add_value_length(hd)
+    w.add_layer_norm_eps(1e-5)
+    w.add_layer_norm_rms_eps(1e-5)
+    w.add_ssm_conv_kernel(K)
+    w.add_ssm_inner_size(inner)
+    w.add_ssm_state_size(N)
+    w.add_ssm_time_step_rank(H)
+    w.add_ssm_group_count(G)
+    toks, merges, types, bos, eos = bpe_vocab(V)
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("qwen2")
+    w.add_token_list(toks); w.add_token_types(types); w.add_token_merges(merges)
+    w.add_bos_token_id(bos); w.add_eos_token_id(eos)
+    w.add_add_bos_token(False)
+
+    def mat(name, shape, std):
+        x = rng_for(model, name).standard_normal(shape, dtype=np.float32) * np.float32(std)
+        if qtype == QT.F16:
+            w.add_tensor(name, x.astype(np.float16))
+        elif qtype == QT.F32:
+            w.add_tensor(name, x)
+        else:
+            w.add_tensor(name, gguf.quants.quantize(x, qtype), raw_dtype=qtype)
+
+    def f32(name, shape, std, mean=0.0):
+        x = np.float32(mean) + np.float32(std) * rng_for(model, name).standard_normal(shape, dtype=np.float32)
+        w.add_tensor(name, x.astype(np.float32))
+
+    mat("token_embd.weight", (V, d), 1.0)
+    for i, c in enumerate(pattern):
+        p = f"blk.{i}."
+        f32(p + "attn_norm.weight", d, 0.1, 1.0)
+        if c == "M":
+            # in_proj gives z, x|B|C and dt; a 4-tap depthwise kernel with
+            # its bias; as the real initialisation, A in [1, 16] (stored as
+            # -A) and dt = softplus(dt + dt_bias) log-uniform in [1e-3,
+            # 1e-1]; D near 1; the grouped norm; out_proj.
+            mat(p + "ssm_in.weight", (2 * inner + 2 * G * N + H, d), d ** -0.5)
+            f32(p + "ssm_conv1d.weight", (ch, K), 0.5)
+            f32(p + "ssm_conv1d.bias", ch, 0.1)
+            r = rng_for(model, p + "ssm_dt.bias")
+            dt = np.exp(r.uniform(np.log(1e-3), np.log(1e-1), H))
+            w.add_tensor(p + "ssm_dt.bias", (dt + np.log(-np.expm1(-dt))).astype(np.float32))
+            r = rng_for(model, p + "ssm_a")
+            w.add_tensor(p + "ssm_a", (-np.exp(r.uniform(0.0, np.log(16.0), (H, 1)))).astype(np.float32))
+            f32(p + "ssm_d", (H, 1), 0.1, 1.0)
+            f32(p + "ssm_norm.weight", (G, inner // G), 0.1, 1.0)
+            mat(p + "ssm_out.weight", (d, inner), inner ** -0.5 * 0.5)
+        elif c == "*":
+            mat(p + "attn_q.weight", (nh * hd, d), d ** -0.5)
+            mat(p + "attn_k.weight", (nkv * hd, d), d ** -0.5)
+            mat(p + "attn_v.weight", (nkv * hd, d), d ** -0.5)
+            mat(p + "attn_output.weight", (d, nh * hd), (nh * hd) ** -0.5 * 0.5)
+        else:
+            # relu(u)² of a unit-variance u has mean square 3/2: the down
+            # projection's spread keeps the branch near unit scale.
+            mat(p + "ffn_up.weight", (ff, d), d ** -0.5)
+            mat(p + "ffn_down.weight", (d, ff), (1.5 * ff) ** -0.5)
+    f32("output_norm.weight", d, 0.1, 1.0)
+    mat("output.weight", (V, d), 3.0 * d ** -0.5)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    os.replace(path + ".tmp", path)
+
+
 # --- Ollama's layout -------------------------------------------------------------
 
 # The architecture Ollama's converter names in its file for the checkpoint
@@ -1162,6 +1268,8 @@ def main():
                 print(f"gen-models: {path} exists"); continue
             if arch == "nomic-bert":
                 write_nomic_bert(path, a.size, t)
+            elif arch == "nemotron_h":
+                write_nemotron_h(path, a.size, t)
             elif arch in NEW_ARCHS:
                 write_new_model(path, arch, a.size, t)
             elif arch in ("llama", "qwen2", "qwen3"):

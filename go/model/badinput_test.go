@@ -250,7 +250,7 @@ type badCase struct {
 
 // The architectures' small models.
 var badArchs = []string{"qwen2", "qwen3moe", "gpt-oss", "qwen3next", "qwen35", "qwen35moe", "gemma3", "gemma2", "olmo2", "olmo3", "mistral3", "lfm2", "lfm2moe",
-	"deepseek2", "deepseek2mha", "glm4moelite", "llama4"}
+	"deepseek2", "deepseek2mha", "glm4moelite", "llama4", "nemotron_h"}
 
 func TestBadModels(t *testing.T) {
 	for _, arch := range badArchs {
@@ -306,7 +306,7 @@ func badCases(t *testing.T, m *ggufFile) []badCase {
 	u32 := func(n int) uint32 { return uint32(n) }
 	heads, kv, layers := m.u("attention.head_count"), m.u("attention.head_count_kv"), m.u("block_count")
 	hd := m.u("attention.key_length")
-	hybrid := m.get("ssm.conv_kernel") != nil
+	hybrid := m.get("full_attention_interval") != nil // the delta-net hybrids (Nemotron-H has its own cases)
 	moe := m.get("expert_count") != nil
 	// An attention layer and (hybrids) a recurrent one.
 	attn, rec := 0, -1
@@ -411,6 +411,10 @@ func badCases(t *testing.T, m *ggufFile) []badCase {
 		// Latent attention has no attn_k/attn_v and keys of another size
 		// than its values: its own cases replace the attention ones.
 		cs = mlaCases(m)
+	}
+	if a == "nemotron_h" {
+		// One kind per layer, by per-layer keys: its own cases.
+		cs = nemotronCases(m)
 	}
 
 	if a == "lfm2moe" {
@@ -688,6 +692,69 @@ var hugeBlocks = 1 << 16
 // mlaCases are DeepSeek 2's (and GLM-4.7-Flash's, architecture deepseek2
 // in llama.cpp's files) heads, latent sizes and attention tensors, for
 // files with a latent cache (attn_k_b, attn_v_b) and older ones (attn_kv_b).
+// nemotronCases are the bad Nemotron-H files: layer 0 is Mamba-2, 1 a
+// feed-forward, 3 attention (gen-models.py's pattern M-M*-M*-).
+func nemotronCases(m *ggufFile) []badCase {
+	k := func(s string) string { return "nemotron_h." + s }
+	set := func(key string, v any) func(*testing.T, *ggufFile) {
+		return func(_ *testing.T, m *ggufFile) { m.set(key, v) }
+	}
+	u32 := func(n int) uint32 { return uint32(n) }
+	blk := func(i int, s string) string { return fmt.Sprintf("blk.%d.%s", i, s) }
+	layers, inner, hd := m.u("block_count"), m.u("ssm.inner_size"), m.u("attention.key_length")
+	var kvs []uint32 // per layer, whatever integer type the file has
+	switch a := m.get("attention.head_count_kv").(type) {
+	case []uint32:
+		kvs = a
+	case []int32:
+		for _, x := range a {
+			kvs = append(kvs, uint32(x))
+		}
+	}
+	return []badCase{
+		{"ssm.conv_kernel 1", set("ssm.conv_kernel", u32(1)), []string{k("ssm.conv_kernel")}},
+		{"ssm.state_size missing", set("ssm.state_size", nil), []string{k("ssm.state_size")}},
+		{"ssm.time_step_rank 0", set("ssm.time_step_rank", u32(0)), []string{k("ssm.time_step_rank")}},
+		{"ssm.inner_size not a multiple of the heads", set("ssm.inner_size", u32(inner+1)), []string{k("ssm.inner_size")}},
+		{"ssm.group_count not dividing the heads", set("ssm.group_count", u32(3)), []string{k("ssm.group_count")}},
+		{"ssm.inner_size doubled", set("ssm.inner_size", u32(2*inner)), []string{blk(0, "ssm_")}},
+		{"missing ssm_out", func(_ *testing.T, m *ggufFile) { m.drop(blk(0, "ssm_out.weight")) }, []string{blk(0, "ssm_out.weight")}},
+		{"ssm_a per state element", func(t *testing.T, m *ggufFile) {
+			s := m.shape(t, blk(2, "ssm_a"))
+			m.reshape(t, blk(2, "ssm_a"), 2, s[1])
+		}, []string{blk(2, "ssm_a")}},
+		{"ssm_norm not grouped", func(t *testing.T, m *ggufFile) { m.reshape(t, blk(0, "ssm_norm.weight"), inner) },
+			[]string{blk(0, "ssm_norm.weight")}},
+		{"ssm_conv1d of type f16", func(t *testing.T, m *ggufFile) { m.retype(t, blk(0, "ssm_conv1d.weight"), gguf.TensorF16) },
+			[]string{blk(0, "ssm_conv1d.weight")}},
+		{"head_count_kv array of the wrong length", set("attention.head_count_kv", make([]uint32, layers+1)),
+			[]string{k("attention.head_count_kv")}},
+		{"feed_forward_length all 0 (feed-forwards read as Mamba-2)", set("feed_forward_length", make([]uint32, layers)),
+			[]string{blk(1, "ssm_in.weight")}},
+		{"head_count_kv 0 on the attention layer", func(_ *testing.T, m *ggufFile) {
+			kv := slices.Clone(kvs)
+			kv[3] = 0
+			m.set("attention.head_count_kv", kv)
+		}, []string{blk(3, "ssm_in.weight")}},
+		{"head_count_kv not dividing head_count", func(_ *testing.T, m *ggufFile) {
+			kv := slices.Clone(kvs)
+			kv[3] = uint32(nonDivisor(m.u("attention.head_count")))
+			m.set("attention.head_count_kv", kv)
+		}, []string{k("attention.head_count_kv")}},
+		{"missing attention key", func(_ *testing.T, m *ggufFile) { m.drop(blk(3, "attn_k.weight")) }, []string{blk(3, "attn_k.weight")}},
+		{"key_length halved", func(_ *testing.T, m *ggufFile) {
+			m.set("attention.key_length", u32(hd/2))
+			m.set("attention.value_length", u32(hd/2))
+		}, []string{blk(3, "attn_q.weight")}},
+		{"feed-forward of another width", func(t *testing.T, m *ggufFile) {
+			s := m.shape(t, blk(1, "ffn_up.weight"))
+			m.reshape(t, blk(1, "ffn_up.weight"), s[0], s[1]+8)
+		}, []string{blk(1, "ffn_up.weight")}},
+		{"block_count huge", set("block_count", u32(hugeBlocks)), []string{k("block_count")}},
+		{"missing output norm", func(_ *testing.T, m *ggufFile) { m.drop("output_norm.weight") }, []string{"output_norm.weight"}},
+	}
+}
+
 func mlaCases(m *ggufFile) []badCase {
 	k := func(s string) string { return "deepseek2." + s }
 	set := func(key string, v any) func(*testing.T, *ggufFile) {

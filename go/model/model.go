@@ -15,6 +15,7 @@ import (
 	"github.com/ggml-rs/ggml-rs/go/model/lfm2"
 	"github.com/ggml-rs/ggml-rs/go/model/llama"
 	"github.com/ggml-rs/ggml-rs/go/model/llama4"
+	"github.com/ggml-rs/ggml-rs/go/model/nemotronh"
 	"github.com/ggml-rs/ggml-rs/go/model/olmo"
 	"github.com/ggml-rs/ggml-rs/go/model/qwen3next"
 )
@@ -27,6 +28,7 @@ var constructors = map[string]func(ml.Backend) (*decoder.Model, error){
 	"qwen3":       func(b ml.Backend) (*decoder.Model, error) { return llama.New(b, llama.Qwen3) },
 	"qwen3moe":    func(b ml.Backend) (*decoder.Model, error) { return llama.New(b, llama.Qwen3MoE) },
 	"llama4":      llama4.New,
+	"nemotron_h":  nemotronh.New,
 	"deepseek2":   deepseek2.New,
 	"glm4moelite": deepseek2.New, // Ollama's converter's name for GLM-4.7-Flash
 	"gemma2":      func(b ml.Backend) (*decoder.Model, error) { return gemma.New(b, gemma.Gemma2) },

@@ -126,7 +126,11 @@ func printLayerSummary(w io.Writer, m *decoder.Model) {
 	}
 	var parts []string
 	for _, k := range order {
-		parts = append(parts, fmt.Sprintf("%d %s", count[k], k))
+		name := k.String()
+		if k == kvcache.None {
+			name = "feed-forward only" // a layer that keeps nothing (Nemotron-H's)
+		}
+		parts = append(parts, fmt.Sprintf("%d %s", count[k], name))
 	}
 	fmt.Fprintf(w, "layers        %d: %s", len(m.Blocks), strings.Join(parts, ", "))
 	if m.Window > 0 && count[kvcache.SlidingWindow] > 0 {
@@ -149,6 +153,8 @@ func printLayerSummary(w io.Writer, m *decoder.Model) {
 // used; one FFN of their total width in the files).
 func describeFFN(f decoder.FFN) string {
 	switch f := f.(type) {
+	case nil:
+		return "none"
 	case *nn.FFN:
 		return fmt.Sprintf("dense (ff %d)", f.Up.Dim(1))
 	case *nn.MoE:

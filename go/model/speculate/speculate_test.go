@@ -191,6 +191,29 @@ func TestSpeculativeIsExactWithPrimitiveDeltaNet(t *testing.T) {
 	}
 }
 
+// A Mamba-2 hybrid (Nemotron-H) keeps its scan's states for rewinding by
+// scanning a verified batch's last tokens one at a time: still plain
+// decoding's tokens, drafts accepted in part and in whole.
+func TestSpeculativeIsExactOnMamba2(t *testing.T) {
+	for _, name := range []string{"nemotron_h-small-q8_0", "nemotron_h-small-f16"} {
+		t.Run(name, func(t *testing.T) {
+			_, m := open(t, name)
+			want := plain(t, m, true)
+			for _, rate := range []float64{1, 0.8, 0.3} {
+				o := &speculate.Oracle{Tokens: want, Rate: rate, Vocab: m.Vocab, Seed: 5}
+				got, st := speculative(t, m, o, true, 4)
+				t.Logf("oracle %.0f%%: %d steps, acceptance %.1f%%", 100*rate, st.Steps, 100*st.AcceptanceRate())
+				if !slices.Equal(got, want) {
+					t.Errorf("oracle at %.0f%%: differs from plain decoding at token %d of %d", 100*rate, firstDiff(got, want), len(want))
+				}
+				if rate < 1 && (st.Accepted == 0 || st.Accepted == st.Drafted) {
+					t.Errorf("oracle at %.0f%%: %d of %d accepted: both paths (rewind and not) should be taken", 100*rate, st.Accepted, st.Drafted)
+				}
+			}
+		})
+	}
+}
+
 // Several sequences at once: each keeps its own agreeing prefix and rewinds
 // on its own, one ends early, and every sequence's tokens are those it
 // gets decoded alone (greedy, or seeded with its own sampler).
