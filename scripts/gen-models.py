@@ -81,6 +81,10 @@ that llama.cpp (tools/llama-ref) and our Go runner load the same files:
                  silu(z) gating and a grouped RMS norm), attention without
                  RoPE, or a ReLU² feed-forward without a gate, by a
                  per-layer head_count_kv and feed_forward_length
+  nemotron_h_moe Nemotron 3-like: nemotron_h with mixtures of ReLU²
+                 experts (sigmoid routing with a selection bias, in a
+                 latent size in the small models) beside a shared expert
+                 in place of the feed-forwards
   llama4         Llama 4's text decoder (Scout-like): chunked attention on
                  three layers in four (llama.cpp fixes the chunk at 8192),
                  there RoPE with Llama 3.1's frequency factors and
@@ -938,18 +942,27 @@ NEMOTRON_H = {
     "bench": dict(pattern="M-M*M-M-", d=1024, n_head=16, n_kv=4, hd=64, ffn=4096,
                   inner=2048, ssm_heads=32, state=64, groups=4, conv=4, vocab=8192, ctx=4096),
 }
+# Nemotron 3-like (nemotron_h_moe): E marks a mixture of ReLU² experts
+# (sigmoid routing with a selection bias, weights normalised and scaled by
+# 2.5 as Nano's routed_scaling_factor) beside a shared expert; the small
+# model's experts work in a latent size (Super's latent MoE), the bench
+# model's in d (Nano's).
+NEMOTRON_H_MOE = {
+    "small": dict(NEMOTRON_H["small"], pattern="MEM*EM*E", n_expert=16, n_used=4, ffe=64, shexp=128, latent=64),
+    "bench": dict(NEMOTRON_H["bench"], pattern="MEM*EMEE", n_expert=32, n_used=4, ffe=512, shexp=1024, latent=0),
+}
 
 
-def write_nemotron_h(path: str, size: str, tname: str):
-    h = NEMOTRON_H[size]
+def write_nemotron_h(path: str, arch: str, size: str, tname: str):
+    h = (NEMOTRON_H_MOE if arch == "nemotron_h_moe" else NEMOTRON_H)[size]
     qtype, ftype = TYPES[tname]
-    model = f"nemotron_h-{size}"
+    model = f"{arch}-{size}"
     d, nh, nkv, hd, ff, V = h["d"], h["n_head"], h["n_kv"], h["hd"], h["ffn"], h["vocab"]
     inner, H, N, G, K = h["inner"], h["ssm_heads"], h["state"], h["groups"], h["conv"]
     pattern = h["pattern"]
     L = len(pattern)
     ch = inner + 2 * G * N
-    w = gguf.GGUFWriter(path + ".tmp", "nemotron_h")
+    w = gguf.GGUFWriter(path + ".tmp", arch)
     w.add_name(f"ggml-rs random {model} {tname}")
     w.add_file_type(int(ftype))
     w.add_context_length(h["ctx"])
@@ -959,7 +972,9 @@ def write_nemotron_h(path: str, size: str, tname: str):
     # feed-forward ones, both 0 on the Mamba-2 ones.
     w.add_head_count(nh)
     w.add_head_count_kv([nkv if c == "*" else 0 for c in pattern])
-    w.add_feed_forward_length([ff if c == "-" else 0 for c in pattern])
+    E = h.get("n_expert", 0)
+    w.add_feed_forward_length([ff if c == "-" else h.get("ffe", 0) * h.get("n_used", 0) if c == "E" else 0
+                               for c in pattern])
     w.add_key_length(hd)
     w.add_value_length(hd)
     w.add_layer_norm_eps(1e-5)
@@ -969,6 +984,15 @@ def write_nemotron_h(path: str, size: str, tname: str):
     w.add_ssm_state_size(N)
     w.add_ssm_time_step_rank(H)
     w.add_ssm_group_count(G)
+    if E:
+        w.add_expert_count(E)
+        w.add_expert_used_count(h["n_used"])
+        w.add_expert_feed_forward_length(h["ffe"])
+        w.add_expert_shared_feed_forward_length(h["shexp"])
+        w.add_expert_weights_norm(True)
+        w.add_expert_weights_scale(2.5)
+        if h["latent"]:
+            w.add_moe_latent_size(h["latent"])
     toks, merges, types, bos, eos = bpe_vocab(V)
     w.add_tokenizer_model("gpt2")
     w.add_tokenizer_pre("qwen2")
@@ -1014,6 +1038,19 @@ def write_nemotron_h(path: str, size: str, tname: str):
             mat(p + "attn_k.weight", (nkv * hd, d), d ** -0.5)
             mat(p + "attn_v.weight", (nkv * hd, d), d ** -0.5)
             mat(p + "attn_output.weight", (d, nh * hd), (nh * hd) ** -0.5 * 0.5)
+        elif c == "E":
+            # The router's spread keeps the k-th and (k+1)-th experts apart;
+            # the selection bias is comparable to the sigmoid's spread.
+            e, ffe, sh = h["latent"] or d, h["ffe"], h["shexp"]
+            mat(p + "ffn_gate_inp.weight", (E, d), 2.0 * d ** -0.5)
+            f32(p + "exp_probs_b.bias", E, 0.1)
+            if h["latent"]:
+                mat(p + "ffn_latent_down.weight", (e, d), d ** -0.5)
+                mat(p + "ffn_latent_up.weight", (d, e), e ** -0.5)
+            mat(p + "ffn_up_exps.weight", (E, ffe, e), e ** -0.5)
+            mat(p + "ffn_down_exps.weight", (E, e, ffe), (1.5 * ffe) ** -0.5 / h["n_used"])
+            mat(p + "ffn_up_shexp.weight", (sh, d), d ** -0.5)
+            mat(p + "ffn_down_shexp.weight", (d, sh), (1.5 * sh) ** -0.5)
         else:
             # relu(u)² of a unit-variance u has mean square 3/2: the down
             # projection's spread keeps the branch near unit scale.
@@ -1268,8 +1305,8 @@ def main():
                 print(f"gen-models: {path} exists"); continue
             if arch == "nomic-bert":
                 write_nomic_bert(path, a.size, t)
-            elif arch == "nemotron_h":
-                write_nemotron_h(path, a.size, t)
+            elif arch in ("nemotron_h", "nemotron_h_moe"):
+                write_nemotron_h(path, arch, a.size, t)
             elif arch in NEW_ARCHS:
                 write_new_model(path, arch, a.size, t)
             elif arch in ("llama", "qwen2", "qwen3"):

@@ -22,6 +22,9 @@ type recurrent struct {
 	ctxs      []ml.Context
 	states    [2][]ml.Tensor // [0] conv, [1] delta-net; per layer of the model
 	shapes    [2][][]int     // per layer: the per-sequence shape of each state
+	// zeroInPlace: per layer, fresh states are zeroed by a copy into the
+	// state tensor (see get).
+	zeroInPlace []bool
 
 	// The prepared batch: its slots, which of them start from zero, the
 	// planes it writes (m: min(tokens per sequence, planes)), the rows it
@@ -60,11 +63,14 @@ func (c *Cache) newRecurrent(layers []int) (*recurrent, error) {
 		r.states[i] = make([]ml.Tensor, len(c.cfg.Layers))
 		r.shapes[i] = make([][]int, len(c.cfg.Layers))
 	}
+	r.zeroInPlace = make([]bool, len(c.cfg.Layers))
 	r.clear()
 	for _, l := range layers {
 		spec := c.cfg.Layers[l]
 		r.shapes[0][l] = []int{spec.ConvWidth - 1, spec.ConvChannels}
 		r.shapes[1][l] = []int{spec.StateSize, spec.stateRows(), spec.StateHeads}
+		// Convolution-only layers (LFM2) and Mamba-2's (StateRows set).
+		r.zeroInPlace[l] = product(r.shapes[1][l]) == 0 || spec.StateRows != 0
 		ctx := c.b.NewContextSize(2).Layer(l)
 		r.ctxs = append(r.ctxs, ctx)
 		if err := catch(func() {
@@ -219,13 +225,14 @@ func (r *recurrent) get(ctx ml.Context, layer, which int) ml.Tensor {
 	}
 	switch {
 	case r.keepT == nil:
-	case r.readBase >= 0 && r.states[1][layer] == nil:
-		// A convolution-only layer (LFM2) zeroes its fresh sequences' rows
-		// in place, as llama.cpp's build_rs does: the copy into the state
-		// tensor stays on the state's device, and bounds where ggml's
-		// scheduler spreads the neighbouring ops as llama.cpp's does
-		// (docs/notes/lfm2.md). The delta-net layers keep the product:
-		// their reads come elsewhere in llama.cpp's graph than here.
+	case r.readBase >= 0 && r.zeroInPlace[layer]:
+		// A convolution-only layer (LFM2) or a Mamba-2 layer zeroes its
+		// fresh sequences' rows in place, as llama.cpp's build_rs does: the
+		// copy into the state tensor stays on the state's device, and
+		// bounds where ggml's scheduler spreads the neighbouring ops as
+		// llama.cpp's does (docs/notes/lfm2.md). The delta-net layers keep
+		// the product: their reads come elsewhere in llama.cpp's graph
+		// than here.
 		g = g.Mul(ctx, r.keepT).Copy(ctx, g)
 	default:
 		g = g.Mul(ctx, r.keepT)

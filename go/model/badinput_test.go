@@ -250,7 +250,7 @@ type badCase struct {
 
 // The architectures' small models.
 var badArchs = []string{"qwen2", "qwen3moe", "gpt-oss", "qwen3next", "qwen35", "qwen35moe", "gemma3", "gemma2", "olmo2", "olmo3", "mistral3", "lfm2", "lfm2moe",
-	"deepseek2", "deepseek2mha", "glm4moelite", "llama4", "nemotron_h"}
+	"deepseek2", "deepseek2mha", "glm4moelite", "llama4", "nemotron_h", "nemotron_h_moe"}
 
 func TestBadModels(t *testing.T) {
 	for _, arch := range badArchs {
@@ -412,7 +412,8 @@ func badCases(t *testing.T, m *ggufFile) []badCase {
 		// than its values: its own cases replace the attention ones.
 		cs = mlaCases(m)
 	}
-	if a == "nemotron_h" {
+	nemotron := strings.HasPrefix(a, "nemotron_h")
+	if nemotron {
 		// One kind per layer, by per-layer keys: its own cases.
 		cs = nemotronCases(m)
 	}
@@ -524,7 +525,7 @@ func badCases(t *testing.T, m *ggufFile) []badCase {
 		}...)
 	}
 
-	if moe {
+	if moe && !nemotron {
 		E, used := m.u("expert_count"), m.u("expert_used_count")
 		d := m.u("embedding_length")
 		// The first layers with experts (LFM2-MoE's first ones are dense).
@@ -693,9 +694,10 @@ var hugeBlocks = 1 << 16
 // in llama.cpp's files) heads, latent sizes and attention tensors, for
 // files with a latent cache (attn_k_b, attn_v_b) and older ones (attn_kv_b).
 // nemotronCases are the bad Nemotron-H files: layer 0 is Mamba-2, 1 a
-// feed-forward, 3 attention (gen-models.py's pattern M-M*-M*-).
+// feed-forward (experts in nemotron_h_moe), 3 attention (gen-models.py's
+// patterns M-M*-M*- and MEM*EM*E).
 func nemotronCases(m *ggufFile) []badCase {
-	k := func(s string) string { return "nemotron_h." + s }
+	k := func(s string) string { return m.arch + "." + s }
 	set := func(key string, v any) func(*testing.T, *ggufFile) {
 		return func(_ *testing.T, m *ggufFile) { m.set(key, v) }
 	}
@@ -711,7 +713,7 @@ func nemotronCases(m *ggufFile) []badCase {
 			kvs = append(kvs, uint32(x))
 		}
 	}
-	return []badCase{
+	cs := []badCase{
 		{"ssm.conv_kernel 1", set("ssm.conv_kernel", u32(1)), []string{k("ssm.conv_kernel")}},
 		{"ssm.state_size missing", set("ssm.state_size", nil), []string{k("ssm.state_size")}},
 		{"ssm.time_step_rank 0", set("ssm.time_step_rank", u32(0)), []string{k("ssm.time_step_rank")}},
@@ -746,13 +748,35 @@ func nemotronCases(m *ggufFile) []badCase {
 			m.set("attention.key_length", u32(hd/2))
 			m.set("attention.value_length", u32(hd/2))
 		}, []string{blk(3, "attn_q.weight")}},
-		{"feed-forward of another width", func(t *testing.T, m *ggufFile) {
-			s := m.shape(t, blk(1, "ffn_up.weight"))
-			m.reshape(t, blk(1, "ffn_up.weight"), s[0], s[1]+8)
-		}, []string{blk(1, "ffn_up.weight")}},
 		{"block_count huge", set("block_count", u32(hugeBlocks)), []string{k("block_count")}},
 		{"missing output norm", func(_ *testing.T, m *ggufFile) { m.drop("output_norm.weight") }, []string{"output_norm.weight"}},
 	}
+	if m.get("expert_count") == nil {
+		return append(cs, badCase{"feed-forward of another width", func(t *testing.T, m *ggufFile) {
+			s := m.shape(t, blk(1, "ffn_up.weight"))
+			m.reshape(t, blk(1, "ffn_up.weight"), s[0], s[1]+8)
+		}, []string{blk(1, "ffn_up.weight")}})
+	}
+	E, latent := m.u("expert_count"), m.u("moe_latent_size")
+	return append(cs, []badCase{
+		{"expert_count 0", set("expert_count", u32(0)), []string{k("expert_count")}},
+		{"expert_used_count above expert_count", set("expert_used_count", u32(E+1)), []string{k("expert_used_count")}},
+		{"expert_shared_feed_forward_length missing", set("expert_shared_feed_forward_length", nil), []string{k("expert_shared_feed_forward_length")}},
+		{"expert_feed_forward_length doubled", set("expert_feed_forward_length", u32(2*m.u("expert_feed_forward_length"))), []string{blk(1, "ffn_")}},
+		{"moe_latent_size doubled", set("moe_latent_size", u32(2*latent)), []string{blk(1, "ffn_latent_down.weight")}},
+		{"missing latent projection", func(_ *testing.T, m *ggufFile) { m.drop(blk(4, "ffn_latent_up.weight")) }, []string{blk(4, "ffn_latent_up.weight")}},
+		{"missing selection bias", func(_ *testing.T, m *ggufFile) { m.drop(blk(1, "exp_probs_b.bias")) }, []string{blk(1, "exp_probs_b.bias")}},
+		{"router with more experts than the expert tensors", func(t *testing.T, m *ggufFile) {
+			s := m.shape(t, blk(7, "ffn_gate_inp.weight"))
+			m.reshape(t, blk(7, "ffn_gate_inp.weight"), s[0], 2*E)
+		}, []string{blk(7, "ffn_gate_inp.weight")}},
+		{"expert tensor of type i32", func(t *testing.T, m *ggufFile) { m.retype(t, blk(4, "ffn_up_exps.weight"), gguf.TensorI32) },
+			[]string{blk(4, "ffn_up_exps.weight")}},
+		{"shared expert of another width", func(t *testing.T, m *ggufFile) {
+			s := m.shape(t, blk(1, "ffn_down_shexp.weight"))
+			m.reshape(t, blk(1, "ffn_down_shexp.weight"), s[0]+8, s[1])
+		}, []string{blk(1, "ffn_down_shexp.weight")}},
+	}...)
 }
 
 func mlaCases(m *ggufFile) []badCase {

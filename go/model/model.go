@@ -22,26 +22,27 @@ import (
 
 // constructors by general.architecture.
 var constructors = map[string]func(ml.Backend) (*decoder.Model, error){
-	"llama":       func(b ml.Backend) (*decoder.Model, error) { return llama.New(b, llama.Llama) },
-	"qwen2":       func(b ml.Backend) (*decoder.Model, error) { return llama.New(b, llama.Qwen2) },
-	"mistral3":    func(b ml.Backend) (*decoder.Model, error) { return llama.New(b, llama.Mistral3) },
-	"qwen3":       func(b ml.Backend) (*decoder.Model, error) { return llama.New(b, llama.Qwen3) },
-	"qwen3moe":    func(b ml.Backend) (*decoder.Model, error) { return llama.New(b, llama.Qwen3MoE) },
-	"llama4":      llama4.New,
-	"nemotron_h":  nemotronh.New,
-	"deepseek2":   deepseek2.New,
-	"glm4moelite": deepseek2.New, // Ollama's converter's name for GLM-4.7-Flash
-	"gemma2":      func(b ml.Backend) (*decoder.Model, error) { return gemma.New(b, gemma.Gemma2) },
-	"gemma3":      func(b ml.Backend) (*decoder.Model, error) { return gemma.New(b, gemma.Gemma3) },
-	"lfm2":        lfm2.New,
-	"lfm2moe":     lfm2.New,
-	"olmo2":       olmo.New,
-	"olmo3":       olmo.New, // Ollama's converter's name for OLMo 3
-	"gpt-oss":     gptoss.New,
-	"gptoss":      gptoss.New, // Ollama's converter's name
-	"qwen3next":   qwen3next.New,
-	"qwen35":      qwen3next.New,
-	"qwen35moe":   qwen3next.New,
+	"llama":          func(b ml.Backend) (*decoder.Model, error) { return llama.New(b, llama.Llama) },
+	"qwen2":          func(b ml.Backend) (*decoder.Model, error) { return llama.New(b, llama.Qwen2) },
+	"mistral3":       func(b ml.Backend) (*decoder.Model, error) { return llama.New(b, llama.Mistral3) },
+	"qwen3":          func(b ml.Backend) (*decoder.Model, error) { return llama.New(b, llama.Qwen3) },
+	"qwen3moe":       func(b ml.Backend) (*decoder.Model, error) { return llama.New(b, llama.Qwen3MoE) },
+	"llama4":         llama4.New,
+	"nemotron_h":     nemotronh.New,
+	"nemotron_h_moe": nemotronh.New,
+	"deepseek2":      deepseek2.New,
+	"glm4moelite":    deepseek2.New, // Ollama's converter's name for GLM-4.7-Flash
+	"gemma2":         func(b ml.Backend) (*decoder.Model, error) { return gemma.New(b, gemma.Gemma2) },
+	"gemma3":         func(b ml.Backend) (*decoder.Model, error) { return gemma.New(b, gemma.Gemma3) },
+	"lfm2":           lfm2.New,
+	"lfm2moe":        lfm2.New,
+	"olmo2":          olmo.New,
+	"olmo3":          olmo.New, // Ollama's converter's name for OLMo 3
+	"gpt-oss":        gptoss.New,
+	"gptoss":         gptoss.New, // Ollama's converter's name
+	"qwen3next":      qwen3next.New,
+	"qwen35":         qwen3next.New,
+	"qwen35moe":      qwen3next.New,
 }
 
 // mtpConstructors by general.architecture: the architectures whose files

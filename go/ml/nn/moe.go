@@ -29,6 +29,9 @@ const (
 //	    WeightsBeforeFFN: Llama 4)
 //	    (+ sigmoid(SharedGate·x) · Shared(x))
 //
+// With ReLUSquared the experts have no Gate: Down_e(relu(Up_e·x)²); with
+// LatentIn and LatentOut they work in a latent size l instead of d.
+//
 // Expert weights are 3-D: Gate and Up [d, ff, Experts], Down [ff, d,
 // Experts]; GateUp [d, 2·ff, Experts] replaces Gate and Up in models that
 // merge them (the first ff rows of each expert are the gate). The biases
@@ -53,6 +56,12 @@ type MoE struct {
 	// WeightsBeforeFFN scales each chosen expert's input by its weight
 	// instead of its output, and sums the outputs as they are (Llama 4).
 	WeightsBeforeFFN bool
+	// ReLUSquared: experts without a gate, Down·relu(Up·x)² (Nemotron-H).
+	ReLUSquared bool
+	// LatentIn [d, l] and LatentOut [l, d], when set, take the experts'
+	// input to a latent size l and their sum back (Nemotron 3's latent
+	// MoE); the router and the shared expert see x itself.
+	LatentIn, LatentOut ml.Tensor
 	// OAI selects gpt-oss's clamped SwiGLU, with Alpha and Limit, instead
 	// of SiLU(gate)·up.
 	OAI          bool
@@ -68,7 +77,12 @@ const normClamp = 6.103515625e-5
 
 // Forward maps x [d, n] to [d, n].
 func (m *MoE) Forward(ctx ml.Context, x ml.Tensor) ml.Tensor {
-	d, n, k := x.Dim(0), x.Dim(1), m.Used
+	n, k := x.Dim(1), m.Used
+	in := x // the experts' input
+	if m.LatentIn != nil {
+		in = m.LatentIn.Mulmat(ctx, x)
+	}
+	d := in.Dim(0)
 	logits := m.Router.Forward(ctx, x) // [experts, n]
 	var probs ml.Tensor
 	switch m.Gating {
@@ -105,7 +119,7 @@ func (m *MoE) Forward(ctx ml.Context, x ml.Tensor) ml.Tensor {
 	// then the experts' views, then their sum.
 	ctx.Forward(w)
 
-	xe := x.Reshape(ctx, d, 1, n)
+	xe := in.Reshape(ctx, d, 1, n)
 	if m.WeightsBeforeFFN {
 		xe = xe.Repeat4D(ctx, d, k, n, 1).Mul(ctx, w) // [d, k, n]
 	}
@@ -123,13 +137,17 @@ func (m *MoE) Forward(ctx ml.Context, x ml.Tensor) ml.Tensor {
 		if m.UpBias != nil {
 			up = up.AddID(ctx, m.UpBias, selected)
 		}
-		gate = m.Gate.MulmatID(ctx, xe, selected)
-		if m.GateBias != nil {
-			gate = gate.AddID(ctx, m.GateBias, selected)
+		if !m.ReLUSquared {
+			gate = m.Gate.MulmatID(ctx, xe, selected)
+			if m.GateBias != nil {
+				gate = gate.AddID(ctx, m.GateBias, selected)
+			}
 		}
 	}
 	var h ml.Tensor
-	if m.OAI {
+	if m.ReLUSquared {
+		h = up.RELU(ctx).Sqr(ctx)
+	} else if m.OAI {
 		h = gate.SILUAlphaLimit(ctx, up, m.Alpha, m.Limit)
 	} else {
 		h = gate.SILU(ctx, up)
@@ -156,6 +174,9 @@ func (m *MoE) Forward(ctx ml.Context, x ml.Tensor) ml.Tensor {
 	}
 	if k == 1 {
 		out = out.Contiguous(ctx)
+	}
+	if m.LatentOut != nil {
+		out = m.LatentOut.Mulmat(ctx, out)
 	}
 	if m.Shared != nil {
 		s := m.Shared.Forward(ctx, x)

@@ -89,6 +89,11 @@ type Model struct {
 	// SoftCap, when not 0, caps the logits: SoftCap·tanh(logits/SoftCap)
 	// (final_logit_softcapping).
 	SoftCap float32
+	// RowsAfterNorm keeps the wanted rows after the output norm, not
+	// before the last block's feed-forward: the last block computes every
+	// row, as llama.cpp's Nemotron-H graph does (its matrix products then
+	// take the kernels of the whole batch, and round as they do).
+	RowsAfterNorm bool
 	// AttnTemp, when set, gives each token an attention temperature by
 	// its position (nn.Batch.AttnScale) for the layers that use one.
 	AttnTemp *AttnTemp
@@ -451,7 +456,7 @@ func (m *Model) forward(cache *kvcache.Cache, ub *kvcache.Ubatch, rows []int32, 
 		if bl.Mixer != nil {
 			h = bl.Mixer.Forward(ctx, norm(ctx, x, bl.AttnNorm, m.Eps), b, i)
 		}
-		if keepRows != nil && i == len(m.Blocks)-1 {
+		if keepRows != nil && i == len(m.Blocks)-1 && !m.RowsAfterNorm {
 			if wantHidden {
 				// Every row's hidden state, from a feed-forward over all
 				// rows; the logits below take the path of a batch
@@ -474,6 +479,9 @@ func (m *Model) forward(cache *kvcache.Cache, ub *kvcache.Ubatch, rows []int32, 
 	x = x.RMSNorm(ctx, m.OutNorm, m.Eps)
 	if wantHidden && hid == nil {
 		hid = x
+	}
+	if keepRows != nil && m.RowsAfterNorm {
+		x = x.Rows(ctx, keepRows)
 	}
 	out := m.Output.Mulmat(ctx, x)
 	if c := m.SoftCap; c != 0 {

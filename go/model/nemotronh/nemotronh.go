@@ -12,7 +12,14 @@
 //
 // The Mamba-2 layers read ssm.conv_kernel, ssm.inner_size,
 // ssm.state_size, ssm.time_step_rank (the heads) and ssm.group_count.
-// The mixture-of-experts variant (nemotron_h_moe) is not read yet.
+//
+// In the mixture-of-experts variant (nemotron_h_moe, Nemotron 3) the
+// feed-forward layers are experts of ReLU² without a gate, routed by a
+// sigmoid with a selection bias (exp_probs_b; the kept weights normalised
+// by expert_weights_norm and scaled by expert_weights_scale), optionally
+// in a latent size (moe_latent_size: ffn_latent_down before them,
+// ffn_latent_up after; Ollama's files name them ffn_latent_in and _out),
+// beside a shared ReLU² expert. Its MTP block, if any, is not read.
 package nemotronh
 
 import (
@@ -39,11 +46,18 @@ type Hyper struct {
 	AttnScale   float32
 
 	ConvKernel, Inner, State, SSMHeads, Groups int
+
+	// nemotron_h_moe: the experts of the feed-forward layers.
+	Experts, ExpertsUsed, SharedFF, Latent int
+	ExpertFF                               []int // per layer
+	NormWeights                            bool
+	WeightScale                            float32
 }
 
 // ReadHyper reads Nemotron-H's hyperparameters.
 func ReadHyper(c fs.Config) (Hyper, error) {
-	r := load.NewReader(c, "nemotron_h")
+	arch := c.Architecture()
+	r := load.NewReader(c, arch)
 	// llama.cpp reads layer_norm_epsilon, and layer_norm_rms_epsilon in
 	// its place where the file has one.
 	h := Hyper{Common: r.Common(8192, r.Float("attention.layer_norm_epsilon", 1e-5))}
@@ -63,6 +77,25 @@ func ReadHyper(c fs.Config) (Hyper, error) {
 		}
 	}
 	h.AttnScale = r.Float("attention.scale", 0)
+	if arch == "nemotron_h_moe" {
+		h.Experts = r.Need("expert_count")
+		h.ExpertsUsed = r.Need("expert_used_count")
+		r.Experts(h.Experts, h.ExpertsUsed)
+		h.ExpertFF = r.PerLayer("expert_feed_forward_length", h.Layers, 0)
+		for i, k := range h.Kinds {
+			if k != feedForward {
+				continue
+			}
+			if h.ExpertFF[i] == 0 && h.ExpertsUsed > 0 {
+				h.ExpertFF[i] = h.FF[i] / h.ExpertsUsed // llama.cpp's fallback for older files
+			}
+			r.Positive("expert_feed_forward_length", h.ExpertFF[i])
+		}
+		h.SharedFF = r.Need("expert_shared_feed_forward_length")
+		h.NormWeights = r.Bool("expert_weights_norm", false)
+		h.WeightScale = r.Float("expert_weights_scale", 0)
+		h.Latent = r.Int("moe_latent_size", 0)
+	}
 	if anyMamba {
 		h.ConvKernel = r.Need("ssm.conv_kernel")
 		h.Inner = r.Need("ssm.inner_size")
@@ -90,12 +123,13 @@ func New(b ml.Backend) (*decoder.Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := load.NewWeights(b, "nemotron_h")
+	w := load.NewWeights(b, b.Config().Architecture())
 	m, err := w.Start(h.Common)
 	if err != nil {
 		return nil, err
 	}
 	d, hd := h.Hidden, h.HeadDim
+	m.RowsAfterNorm = true // as llama.cpp's graph: its last layer computes every row
 	for i := 0; i < h.Layers; i++ {
 		p := load.Layer(i)
 		norm := w.Norm(p+"attn_norm.weight", d)
@@ -128,6 +162,10 @@ func New(b ml.Backend) (*decoder.Model, error) {
 		default:
 			ff := h.FF[i]
 			bl.AttnNorm, bl.FFNNorm = nil, norm
+			if h.Experts > 0 {
+				bl.FFN = experts(w, p, h, h.ExpertFF[i])
+				break
+			}
 			bl.FFN = &nn.FFN{
 				Up:          w.Get(p+"ffn_up.weight", d, ff),
 				Down:        w.Get(p+"ffn_down.weight", ff, d),
@@ -142,4 +180,36 @@ func New(b ml.Backend) (*decoder.Model, error) {
 		return nil, err
 	}
 	return m, nil
+}
+
+// experts is layer p's mixture of experts (nemotron_h_moe), of width ff.
+func experts(w *load.Weights, p string, h Hyper, ff int) *nn.MoE {
+	d, e := h.Hidden, h.Hidden
+	m := &nn.MoE{
+		Router:        nn.Linear{Weight: w.Get(p+"ffn_gate_inp.weight", d, h.Experts)},
+		Experts:       h.Experts,
+		Used:          h.ExpertsUsed,
+		Gating:        nn.GatingSigmoid,
+		SelectionBias: w.GetAs(load.F32, p+"exp_probs_b.bias", h.Experts),
+		NormWeights:   h.NormWeights,
+		WeightScale:   h.WeightScale,
+		ReLUSquared:   true,
+		Shared: &nn.FFN{
+			Up:          w.Get(p+"ffn_up_shexp.weight", d, h.SharedFF),
+			Down:        w.Get(p+"ffn_down_shexp.weight", h.SharedFF, d),
+			ReLUSquared: true,
+		},
+	}
+	if h.Latent > 0 {
+		e = h.Latent
+		out := "ffn_latent_up.weight"
+		if m.LatentIn = w.Opt(p+"ffn_latent_down.weight", d, e); m.LatentIn == nil {
+			// Ollama's names.
+			m.LatentIn, out = w.Get(p+"ffn_latent_in.weight", d, e), "ffn_latent_out.weight"
+		}
+		m.LatentOut = w.Get(p+out, e, d)
+	}
+	m.Up = w.Get(p+"ffn_up_exps.weight", e, ff, h.Experts)
+	m.Down = w.Get(p+"ffn_down_exps.weight", ff, e, h.Experts)
+	return m
 }

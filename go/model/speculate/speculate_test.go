@@ -195,7 +195,7 @@ func TestSpeculativeIsExactWithPrimitiveDeltaNet(t *testing.T) {
 // scanning a verified batch's last tokens one at a time: still plain
 // decoding's tokens, drafts accepted in part and in whole.
 func TestSpeculativeIsExactOnMamba2(t *testing.T) {
-	for _, name := range []string{"nemotron_h-small-q8_0", "nemotron_h-small-f16"} {
+	for _, name := range []string{"nemotron_h-small-q8_0", "nemotron_h-small-f16", "nemotron_h_moe-small-q8_0"} {
 		t.Run(name, func(t *testing.T) {
 			_, m := open(t, name)
 			want := plain(t, m, true)
