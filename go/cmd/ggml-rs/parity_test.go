@@ -416,10 +416,10 @@ func parityCase(t *testing.T, path, name, deltaNet, fa string, doc *goldenDoc) {
 // ("plain") and both on ("special"), and requires identical ids: the small
 // models' synthetic vocabularies (SentencePiece, and SentencePiece laid out
 // as Gemma's: no space prefix, user-defined newlines and </s>; byte-level
-// BPE with pre-tokenizer qwen2) and GPT-2's real one under five pre-tokenizers.
+// BPE with pre-tokenizer qwen2) and GPT-2's real one under eight pre-tokenizers.
 func TestTokenizerGolden(t *testing.T) {
 	vocabs := []string{"llama-small-f16", "gemma3-small-f16", "qwen3-small-f16"}
-	for _, pre := range []string{"gpt-2", "llama-bpe", "qwen2", "qwen35", "default", "glm4", "deepseek-v3"} {
+	for _, pre := range []string{"gpt-2", "llama-bpe", "qwen2", "qwen35", "default", "glm4", "deepseek-v3", "gpt-4o"} {
 		vocabs = append(vocabs, "gpt2-"+pre)
 	}
 	for _, name := range vocabs {

@@ -18,6 +18,12 @@ import (
 //	qwen2:     as llama3 with \p{N} (one digit) for \p{N}{1,3}
 //	qwen35:    as qwen2 with marks (\p{M}) counted as letters
 //	glm4:      llama3's, merges ignored for whole-token pieces
+//	gpt-4o:    [^\r\n\p{L}\p{N}]?U*L+C?|[^\r\n\p{L}\p{N}]?U+L*C?|\p{N}{1,3}|
+//	            ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+
+//	           (also llama4's): U a letter but a-z, L a letter but A-Z, C
+//	           a contraction ('s 't 're 've 'm 'll 'd, either case), as
+//	           llama.cpp's std::regex runs it (its text collapsed to one
+//	           byte a category: every other letter is both U and L)
 //	deepseek-v3:
 //	           three splits in turn: \p{N}{1,3}; runs of CJK ideographs
 //	           and kana ([一-龥぀-ゟ゠-ヿ]); then
@@ -68,6 +74,8 @@ func pres(name string) (preSpec, bool) {
 		return preSpec{split: []splitFn{qwen2}}, true
 	case "qwen35":
 		return preSpec{split: []splitFn{qwen35}}, true
+	case "gpt-4o", "llama4", "kanana2", "talkie":
+		return preSpec{split: []splitFn{func(rs []rune) []int { return spans(rs, gpt4oAt) }}}, true
 	case "glm4", "glm5":
 		return preSpec{split: []splitFn{llama3}, ignoreMerges: true, noBOS: true}, true
 	case "chatglm-bpe":
@@ -400,6 +408,74 @@ func llama3At(rs []rune, i, maxDigits int, marks bool) int {
 	}
 	if other(rs[k]) {
 		return run(rs, run(rs, k, other), isNL)
+	}
+	// \s*[\r\n]+: up to the last newline of the space run.
+	j := run(rs, i, isS)
+	last := -1
+	for p := i; p < j; p++ {
+		if isNL(rs[p]) {
+			last = p
+		}
+	}
+	if last >= 0 {
+		return last + 1
+	}
+	if j > i {
+		return whitespace(rs, i)
+	}
+	return i + 1
+}
+
+// gpt4oAt is gpt-4o's alternation at i (it returns the piece's end).
+func gpt4oAt(rs []rune, i int) int {
+	isU := func(r rune) bool { return isL(r) && !(r >= 'a' && r <= 'z') }
+	isLo := func(r rune) bool { return isL(r) && !(r >= 'A' && r <= 'Z') }
+	// C? after a word ending at e.
+	withSuffix := func(e int) int {
+		if e < len(rs) {
+			e += contraction(rs, e, true)
+		}
+		return e
+	}
+	// U*L+C? from k: U* backtracks to the last letter after which L+
+	// can start (greedy U*, then at least one L).
+	upperLower := func(k int) int {
+		for j := run(rs, k, isU); j >= k; j-- {
+			if j < len(rs) && isLo(rs[j]) {
+				return withSuffix(run(rs, j, isLo))
+			}
+		}
+		return -1
+	}
+	// U+L*C? from k.
+	upperThenLower := func(k int) int {
+		u := run(rs, k, isU)
+		if u == k {
+			return -1
+		}
+		return withSuffix(run(rs, u, isLo))
+	}
+	prefix := !isNL(rs[i]) && !isL(rs[i]) && !isN(rs[i]) && i+1 < len(rs)
+	for _, word := range []func(int) int{upperLower, upperThenLower} {
+		if prefix {
+			if e := word(i + 1); e > 0 {
+				return e
+			}
+		}
+		if e := word(i); e > 0 {
+			return e
+		}
+	}
+	if isN(rs[i]) {
+		return i + upToThreeNumbers(rs, i)
+	}
+	// ' ?[^\s\p{L}\p{N}]+[\r\n/]*'
+	k := i
+	if rs[k] == ' ' && k+1 < len(rs) {
+		k++
+	}
+	if isOther(rs[k]) {
+		return run(rs, run(rs, k, isOther), func(r rune) bool { return isNL(r) || r == '/' })
 	}
 	// \s*[\r\n]+: up to the last newline of the space run.
 	j := run(rs, i, isS)
