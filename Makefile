@@ -159,7 +159,7 @@ MODELS_DIR := .cache/models
 MODEL_ARCHS := llama qwen2 qwen3 qwen3moe gpt-oss qwen3next qwen35 qwen35moe gemma3 gemma2 olmo2 olmo3 mistral3 lfm2 lfm2moe deepseek2 deepseek2mha glm4moelite llama4 nemotron_h nemotron_h_moe
 SMALL_MODELS := $(foreach a,$(MODEL_ARCHS),$(foreach t,f16 q8_0 q4_0,$(MODELS_DIR)/$(a)-small-$(t).gguf)) \
 	$(foreach a,qwen3next qwen35 qwen35moe,$(MODELS_DIR)/$(a)-small-f32.gguf) \
-	$(foreach t,f16 q8_0 q4_0,$(MODELS_DIR)/nomic-bert-small-$(t).gguf)
+	$(foreach a,nomic-bert nomic-bert-moe,$(foreach t,f16 q8_0 q4_0,$(MODELS_DIR)/$(a)-small-$(t).gguf))
 # Importance matrices of three small models, in llama-imatrix's GGUF format
 # and the legacy one (scripts/gen-imatrix.py, deterministic): the fixtures
 # of the `ggml-rs quantize -imatrix` sample in make test.

@@ -69,6 +69,9 @@ that llama.cpp (tools/llama-ref) and our Go runner load the same files:
                  post-norm layers with a fused QKV projection, NeoX RoPE (no
                  position embeddings), SwiGLU, no biases but the norms', mean
                  pooling; a WordPiece vocabulary
+  nomic-bert-moe nomic-embed-text-v2-moe-like: nomic-bert's attention
+                 (with biases), GELU feed-forwards with biases, and GELU
+                 experts (8, top 2, softmax-routed) in every second layer
   mistral3       Mistral 3's text decoder (Ministral 3): llama's blocks
                  (normal RoPE) with YaRN whose magnitude has its own log
                  multiplier, and Llama 4's attention temperature by
@@ -854,6 +857,9 @@ def write_new_model(path: str, arch: str, size: str, tname: str):
 # nomic-embed-text-v1.5-like (12 layers, d 768, 12 heads, ff 3072, RoPE
 # base 1000 there).
 NOMIC = {"small": dict(n_layer=4, d=128, n_head=4, ffn=384, vocab=512, ctx=2048)}
+# nomic-embed-text-v2-moe-like (12 layers, d 768, experts of 3072 in every
+# second layer from layer 1, 8 of them top-2, with biased QKV there).
+NOMIC_MOE = {"small": dict(NOMIC["small"], n_expert=8, n_used=2, moe_every=2)}
 
 
 def wordpiece_vocab(n: int):
@@ -871,12 +877,13 @@ def wordpiece_vocab(n: int):
     return toks, types
 
 
-def write_nomic_bert(path: str, size: str, tname: str):
-    h = NOMIC[size]
+def write_nomic_bert(path: str, arch: str, size: str, tname: str):
+    moe = arch == "nomic-bert-moe"
+    h = (NOMIC_MOE if moe else NOMIC)[size]
     qtype, ftype = TYPES[tname]
-    model = f"nomic-bert-{size}"
+    model = f"{arch}-{size}"
     d, nh, L, ff, V = h["d"], h["n_head"], h["n_layer"], h["ffn"], h["vocab"]
-    w = gguf.GGUFWriter(path + ".tmp", "nomic-bert")
+    w = gguf.GGUFWriter(path + ".tmp", arch)
     w.add_name(f"ggml-rs random {model} {tname}")
     w.add_file_type(int(ftype))
     w.add_context_length(h["ctx"])
@@ -888,6 +895,10 @@ def write_nomic_bert(path: str, size: str, tname: str):
     w.add_causal_attention(False)
     w.add_pooling_type(gguf.PoolingType.MEAN)
     w.add_rope_freq_base(1000.0)
+    if moe:
+        w.add_expert_count(h["n_expert"])
+        w.add_expert_used_count(h["n_used"])
+        w.add_moe_every_n_layers(h["moe_every"])
     toks, types = wordpiece_vocab(V)
     w.add_tokenizer_model("bert")
     w.add_token_list(toks); w.add_token_types(types)
@@ -917,12 +928,27 @@ def write_nomic_bert(path: str, size: str, tname: str):
     for i in range(L):
         p = f"blk.{i}."
         mat(p + "attn_qkv.weight", (3 * d, d), d ** -0.5)
+        if moe:
+            f32(p + "attn_qkv.bias", 3 * d, 0.1)
         mat(p + "attn_output.weight", (d, d), d ** -0.5)
         f32(p + "attn_output_norm.weight", d, 0.1, 1.0)
         f32(p + "attn_output_norm.bias", d, 0.1)
-        mat(p + "ffn_up.weight", (ff, d), d ** -0.5)
-        mat(p + "ffn_gate.weight", (ff, d), d ** -0.5)
-        mat(p + "ffn_down.weight", (d, ff), ff ** -0.5)
+        if moe and i % h["moe_every"] == 1:
+            # GELU experts (no gate) and their softmax router, whose
+            # spread keeps the kept experts apart from the others.
+            E = h["n_expert"]
+            mat(p + "ffn_gate_inp.weight", (E, d), 2.0 * d ** -0.5)
+            mat(p + "ffn_up_exps.weight", (E, ff, d), d ** -0.5)
+            mat(p + "ffn_down_exps.weight", (E, d, ff), ff ** -0.5)
+        elif moe:
+            mat(p + "ffn_up.weight", (ff, d), d ** -0.5)
+            f32(p + "ffn_up.bias", ff, 0.1)
+            mat(p + "ffn_down.weight", (d, ff), ff ** -0.5)
+            f32(p + "ffn_down.bias", d, 0.02)
+        else:
+            mat(p + "ffn_up.weight", (ff, d), d ** -0.5)
+            mat(p + "ffn_gate.weight", (ff, d), d ** -0.5)
+            mat(p + "ffn_down.weight", (d, ff), ff ** -0.5)
         f32(p + "layer_output_norm.weight", d, 0.1, 1.0)
         f32(p + "layer_output_norm.bias", d, 0.1)
     w.write_header_to_file()
@@ -1303,8 +1329,8 @@ def main():
                 continue
             if os.path.exists(path) and not a.force:
                 print(f"gen-models: {path} exists"); continue
-            if arch == "nomic-bert":
-                write_nomic_bert(path, a.size, t)
+            if arch in ("nomic-bert", "nomic-bert-moe"):
+                write_nomic_bert(path, arch, a.size, t)
             elif arch in ("nemotron_h", "nemotron_h_moe"):
                 write_nemotron_h(path, arch, a.size, t)
             elif arch in NEW_ARCHS:

@@ -76,7 +76,7 @@ ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)),
 ARCHS = ("llama", "qwen2", "qwen3", "qwen3moe", "gpt-oss", "qwen3next", "qwen35", "qwen35moe", "gemma3", "gemma2", "olmo2", "olmo3", "mistral3", "lfm2", "lfm2moe", "deepseek2", "deepseek2mha", "glm4moelite", "llama4", "nemotron_h", "nemotron_h_moe")
 MODELS = [f"{a}-small-{t}" for a in ARCHS for t in ("f16", "q8_0", "q4_0")]
 # Encoders (sentence embeddings), held to llama.cpp's pooled embeddings.
-EMBED_MODELS = [f"nomic-bert-small-{t}" for t in ("f16", "q8_0", "q4_0")]
+EMBED_MODELS = [f"{a}-small-{t}" for a in ("nomic-bert", "nomic-bert-moe") for t in ("f16", "q8_0", "q4_0")]
 # F32 weights for the hybrid archs too. llama.cpp's fused delta-net kernel
 # and its unfused graphs (as our fused and primitive paths) round
 # differently in the last bit, and F16/Q8_0/Q4_0 weights round the

@@ -925,6 +925,48 @@ func TestBadEncoders(t *testing.T) {
 			[]string{"blk.3.layer_output_norm.bias"}},
 		{"tokenizer without [UNK]", set("tokenizer.ggml.unknown_token_id", nil), []string{"unknown token"}},
 	}
+	runBadEncoders(t, orig, cases)
+}
+
+// TestBadMoEEncoders: Nomic BERT MoE files whose experts contradict their
+// keys, or are missing, are refused with the key or tensor named.
+func TestBadMoEEncoders(t *testing.T) {
+	orig := readGGUF(t, modelPath(t, "nomic-bert-moe-small-f16"))
+	if stage, err := runEncoder(modelPath(t, "nomic-bert-moe-small-f16")); err != nil {
+		t.Fatalf("the unmodified model: %s: %v", stage, err)
+	}
+	k := func(s string) string { return "nomic-bert-moe." + s }
+	set := func(key string, v any) func(*testing.T, *ggufFile) {
+		return func(_ *testing.T, m *ggufFile) { m.set(key, v) }
+	}
+	E := orig.u("expert_count")
+	cases := []badCase{
+		{"expert_count 0", set("expert_count", uint32(0)), []string{k("expert_count")}},
+		{"expert_count missing", set("expert_count", nil), []string{k("expert_count")}},
+		{"expert_used_count above expert_count", set("expert_used_count", uint32(E+1)), []string{k("expert_used_count")}},
+		{"moe_every_n_layers 1 (no layer with experts)", set("moe_every_n_layers", uint32(1)), []string{"blk.1.ffn_up.weight"}},
+		{"moe_every_n_layers 0", set("moe_every_n_layers", uint32(0)), []string{"blk.1.ffn_up.weight"}},
+		{"expert_count larger than the tensors'", set("expert_count", uint32(2*E)), []string{"blk.1.ffn_gate_inp.weight"}},
+		{"router of the wrong width", func(t *testing.T, m *ggufFile) {
+			s := m.shape(t, "blk.3.ffn_gate_inp.weight")
+			m.reshape(t, "blk.3.ffn_gate_inp.weight", s[0], s[1]+1)
+		}, []string{"blk.3.ffn_gate_inp.weight"}},
+		{"missing expert tensor", func(_ *testing.T, m *ggufFile) { m.drop("blk.3.ffn_down_exps.weight") }, []string{"blk.3.ffn_down_exps.weight"}},
+		{"expert tensor 2-D", func(t *testing.T, m *ggufFile) {
+			s := m.shape(t, "blk.1.ffn_up_exps.weight")
+			m.reshape(t, "blk.1.ffn_up_exps.weight", s[0], s[1]*s[2])
+		}, []string{"blk.1.ffn_up_exps.weight"}},
+		{"dense layer's up bias of the wrong length", func(t *testing.T, m *ggufFile) {
+			s := m.shape(t, "blk.2.ffn_up.bias")
+			m.reshape(t, "blk.2.ffn_up.bias", s[0]+1)
+		}, []string{"blk.2.ffn_up.bias"}},
+	}
+	runBadEncoders(t, orig, cases)
+}
+
+// runBadEncoders writes each case's edit of orig and requires the encoder
+// to refuse it, naming what its case wants named.
+func runBadEncoders(t *testing.T, orig *ggufFile, cases []badCase) {
 	dir := t.TempDir()
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

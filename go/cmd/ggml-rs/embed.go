@@ -18,9 +18,9 @@ import (
 
 func runEmbed(args []string) error {
 	fs := newFlags("embed", "[flags] MODEL TEXT...",
-		"Computes the sentence embedding of each TEXT with the GGUF model MODEL (architecture bert\n"+
-			"or nomic-bert), pooled and normalised as the model's metadata says, and prints a cosine-similarity\n"+
-			"table (or, with -json, the embeddings).")
+		"Computes the sentence embedding of each TEXT with the GGUF model MODEL (architecture bert,\n"+
+			"nomic-bert or nomic-bert-moe), pooled and normalised as the model's metadata says, and prints\n"+
+			"a cosine-similarity table (or, with -json, the embeddings).")
 	asJSON := fs.Bool("json", false, "print the embeddings as JSON instead of the similarity table")
 	file := fs.String("f", "", "read further texts from this file, one per line (- for stdin)")
 	normalize := fs.String("normalize", "model", "L2-normalise the embeddings: model (as its metadata says), on or off")

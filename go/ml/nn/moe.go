@@ -29,8 +29,9 @@ const (
 //	    WeightsBeforeFFN: Llama 4)
 //	    (+ sigmoid(SharedGate·x) · Shared(x))
 //
-// With ReLUSquared the experts have no Gate: Down_e(relu(Up_e·x)²); with
-// LatentIn and LatentOut they work in a latent size l instead of d.
+// With ReLUSquared or GELU the experts have no Gate: Down_e(relu(Up_e·x)²)
+// or Down_e(gelu(Up_e·x)); with LatentIn and LatentOut they work in a
+// latent size l instead of d.
 //
 // Expert weights are 3-D: Gate and Up [d, ff, Experts], Down [ff, d,
 // Experts]; GateUp [d, 2·ff, Experts] replaces Gate and Up in models that
@@ -56,8 +57,9 @@ type MoE struct {
 	// WeightsBeforeFFN scales each chosen expert's input by its weight
 	// instead of its output, and sums the outputs as they are (Llama 4).
 	WeightsBeforeFFN bool
-	// ReLUSquared: experts without a gate, Down·relu(Up·x)² (Nemotron-H).
-	ReLUSquared bool
+	// ReLUSquared: experts without a gate, Down·relu(Up·x)² (Nemotron-H);
+	// GELU: without a gate, Down·gelu(Up·x) (Nomic BERT MoE).
+	ReLUSquared, GELU bool
 	// LatentIn [d, l] and LatentOut [l, d], when set, take the experts'
 	// input to a latent size l and their sum back (Nemotron 3's latent
 	// MoE); the router and the shared expert see x itself.
@@ -137,7 +139,7 @@ func (m *MoE) Forward(ctx ml.Context, x ml.Tensor) ml.Tensor {
 		if m.UpBias != nil {
 			up = up.AddID(ctx, m.UpBias, selected)
 		}
-		if !m.ReLUSquared {
+		if m.Gate != nil {
 			gate = m.Gate.MulmatID(ctx, xe, selected)
 			if m.GateBias != nil {
 				gate = gate.AddID(ctx, m.GateBias, selected)
@@ -145,11 +147,14 @@ func (m *MoE) Forward(ctx ml.Context, x ml.Tensor) ml.Tensor {
 		}
 	}
 	var h ml.Tensor
-	if m.ReLUSquared {
+	switch {
+	case m.ReLUSquared:
 		h = up.RELU(ctx).Sqr(ctx)
-	} else if m.OAI {
+	case m.GELU:
+		h = up.GELU(ctx)
+	case m.OAI:
 		h = gate.SILUAlphaLimit(ctx, up, m.Alpha, m.Limit)
-	} else {
+	default:
 		h = gate.SILU(ctx, up)
 	}
 	experts := m.Down.MulmatID(ctx, h, selected) // [d, k, n]

@@ -7,7 +7,10 @@
 // Nomic BERT ("nomic-bert": nomic-embed-text) is the same encoder with
 // NeoX RoPE instead of position embeddings, a fused QKV projection, a
 // SwiGLU feed-forward and (in the released files) no biases but the
-// norms'.
+// norms'. Its MoE variant ("nomic-bert-moe": nomic-embed-text-v2-moe)
+// keeps BERT's GELU feed-forward (with biases) and puts a mixture of GELU
+// experts (softmax routing, top expert_used_count) in every
+// moe_every_n_layers-th layer from the second.
 //
 // Hyperparameters, tensor names and the vocabulary follow llama.cpp's GGUF
 // conventions for the architecture, so files converted by llama.cpp's
@@ -28,7 +31,7 @@ import (
 )
 
 // Architectures are the encoders this package reads.
-var Architectures = []string{"bert", "nomic-bert"}
+var Architectures = []string{"bert", "nomic-bert", "nomic-bert-moe"}
 
 // Hyper are the model's hyperparameters.
 type Hyper struct {
@@ -38,10 +41,16 @@ type Hyper struct {
 	Pooling                                                       Pooling
 	Normalize                                                     bool
 	// Nomic: RoPE (NeoX, of base RopeBase) instead of position
-	// embeddings, SwiGLU instead of GELU.
+	// embeddings, SwiGLU instead of GELU (but in the MoE variant).
 	Nomic    bool
 	RopeBase float32
+	// nomic-bert-moe: experts in layers i with i mod MoEEvery = 1.
+	MoEEvery, Experts, ExpertsUsed int
+	WeightScale                    float32
 }
+
+// moe reports whether layer i has experts.
+func (h *Hyper) moe(i int) bool { return h.MoEEvery > 0 && i%h.MoEEvery == 1 }
 
 // Model is a loaded BERT encoder.
 type Model struct {
@@ -59,6 +68,7 @@ type layer struct {
 	q, qb, k, kb, v, vb, qkv, qkvB, o, ob ml.Tensor
 	attnNormW, attnNormB                  ml.Tensor
 	up, upB, gate, down, downB            ml.Tensor
+	experts                               *nn.MoE // instead of up and down
 	outNormW, outNormB                    ml.Tensor
 }
 
@@ -70,7 +80,7 @@ func ReadHyper(c fs.Config) (Hyper, error) {
 	}
 	h := Hyper{
 		Arch:        a,
-		Nomic:       a == "nomic-bert",
+		Nomic:       a != "bert",
 		RopeBase:    c.Float("rope.freq_base", 10000),
 		Hidden:      int(c.Uint("embedding_length")),
 		Layers:      int(c.Uint("block_count")),
@@ -92,6 +102,15 @@ func ReadHyper(c fs.Config) (Hyper, error) {
 	} {
 		if v.n <= 0 {
 			return h, fmt.Errorf("bert: the model's metadata lacks %s (or it is zero)", v.key)
+		}
+	}
+	if a == "nomic-bert-moe" {
+		h.MoEEvery = int(c.Uint("moe_every_n_layers"))
+		h.Experts, h.ExpertsUsed = int(c.Uint("expert_count")), int(c.Uint("expert_used_count"))
+		h.WeightScale = c.Float("expert_weights_scale", 0)
+		if h.MoEEvery > 0 && (h.Experts <= 0 || h.ExpertsUsed <= 0 || h.ExpertsUsed > h.Experts) {
+			return h, fmt.Errorf("bert: %s.expert_count = %d and %s.expert_used_count = %d: both must be positive, the second at most the first",
+				a, h.Experts, a, h.ExpertsUsed)
 		}
 	}
 	if h.Hidden%h.Heads != 0 {
@@ -187,8 +206,21 @@ func New(b ml.Backend) (*Model, error) {
 		p := fmt.Sprintf("blk.%d.", i)
 		l := layer{
 			attnNormW: get(p+"attn_output_norm.weight", d), attnNormB: get(p+"attn_output_norm.bias", d),
-			up: get(p+"ffn_up.weight", d, ff), down: get(p+"ffn_down.weight", ff, d),
 			outNormW: get(p+"layer_output_norm.weight", d), outNormB: get(p+"layer_output_norm.bias", d),
+		}
+		if h.moe(i) {
+			l.experts = &nn.MoE{
+				Router:      nn.Linear{Weight: get(p+"ffn_gate_inp.weight", d, h.Experts)},
+				Up:          get(p+"ffn_up_exps.weight", d, ff, h.Experts),
+				Down:        get(p+"ffn_down_exps.weight", ff, d, h.Experts),
+				Experts:     h.Experts,
+				Used:        h.ExpertsUsed,
+				Gating:      nn.GatingSoftmax,
+				WeightScale: h.WeightScale,
+				GELU:        true,
+			}
+		} else {
+			l.up, l.down = get(p+"ffn_up.weight", d, ff), get(p+"ffn_down.weight", ff, d)
 		}
 		if h.Nomic {
 			// llama.cpp's create_tensor_qkv: the fused projection, else
@@ -202,8 +234,12 @@ func New(b ml.Backend) (*Model, error) {
 				l.qb, l.kb, l.vb = opt(p+"attn_q.bias", d), opt(p+"attn_k.bias", d), opt(p+"attn_v.bias", d)
 			}
 			l.o, l.ob = get(p+"attn_output.weight", d, d), opt(p+"attn_output.bias", d)
-			l.gate = get(p+"ffn_gate.weight", d, ff)
-			l.upB, l.downB = opt(p+"ffn_up.bias", ff), opt(p+"ffn_down.bias", d)
+			if h.Arch == "nomic-bert" {
+				l.gate = get(p+"ffn_gate.weight", d, ff)
+			}
+			if l.experts == nil {
+				l.upB, l.downB = opt(p+"ffn_up.bias", ff), opt(p+"ffn_down.bias", d)
+			}
 		} else {
 			l.q, l.qb = get(p+"attn_q.weight", d, d), get(p+"attn_q.bias", d)
 			l.k, l.kb = get(p+"attn_k.weight", d, d), get(p+"attn_k.bias", d)
@@ -356,13 +392,18 @@ func (m *Model) forward(ctx ml.Context, ids []int32) (ml.Tensor, error) {
 		x = x.Add(ctx, a).LayerNorm(ctx, l.attnNormW, l.attnNormB, m.Eps)
 
 		var f ml.Tensor
-		if l.gate != nil {
+		switch {
+		case l.experts != nil:
+			f = l.experts.Forward(ctx, x)
+		case l.gate != nil:
 			// SwiGLU: silu(gate·x) ⊙ up·x (llama.cpp's LLM_FFN_SILU, PAR).
-			f = bias(l.gate.Mulmat(ctx, x), nil).SILU(ctx, bias(l.up.Mulmat(ctx, x), l.upB))
-		} else {
-			f = bias(l.up.Mulmat(ctx, x), l.upB).GELU_ERF(ctx)
+			f = bias(l.down.Mulmat(ctx, bias(l.gate.Mulmat(ctx, x), nil).SILU(ctx, bias(l.up.Mulmat(ctx, x), l.upB))), l.downB)
+		case m.Nomic:
+			// llama.cpp's LLM_FFN_GELU: ggml_gelu (the tanh form).
+			f = bias(l.down.Mulmat(ctx, bias(l.up.Mulmat(ctx, x), l.upB).GELU(ctx)), l.downB)
+		default:
+			f = bias(l.down.Mulmat(ctx, bias(l.up.Mulmat(ctx, x), l.upB).GELU_ERF(ctx)), l.downB)
 		}
-		f = bias(l.down.Mulmat(ctx, f), l.downB)
 		x = x.Add(ctx, f).LayerNorm(ctx, l.outNormW, l.outNormB, m.Eps)
 	}
 

@@ -21,13 +21,15 @@ import (
 // values was 2.6e-4 to 4.7e-3 away.
 const embedTolerance = 1e-4
 
-// TestNomicBERTParity holds the Nomic BERT encoder to llama.cpp's pooled
-// embeddings (scripts/parity.py embed-golden: tools/llama-ref embed) on
-// the generated models in F16, Q8_0 and Q4_0, sequences of 3 to 130
-// tokens, flash attention on and off.
+// TestNomicBERTParity holds the Nomic BERT encoders (nomic-bert and its
+// MoE variant) to llama.cpp's pooled embeddings (scripts/parity.py
+// embed-golden: tools/llama-ref embed) on the generated models in F16,
+// Q8_0 and Q4_0, sequences of 3 to 130 tokens, flash attention on and off.
 func TestNomicBERTParity(t *testing.T) {
-	for _, typ := range []string{"f16", "q8_0", "q4_0"} {
-		name := "nomic-bert-small-" + typ
+	for _, name := range []string{
+		"nomic-bert-small-f16", "nomic-bert-small-q8_0", "nomic-bert-small-q4_0",
+		"nomic-bert-moe-small-f16", "nomic-bert-moe-small-q8_0", "nomic-bert-moe-small-q4_0",
+	} {
 		t.Run(name, func(t *testing.T) {
 			data, err := os.ReadFile("../../../tests/golden/embed_" + name + ".json")
 			if err != nil {
