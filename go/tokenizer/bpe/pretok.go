@@ -402,28 +402,10 @@ func llama3At(rs []rune, i, maxDigits int, marks bool) int {
 		return j
 	}
 	// ' ?[^\s\p{L}\p{N}]+[\r\n]*'
-	k := i
-	if rs[k] == ' ' && k+1 < len(rs) {
-		k++
+	if e := othersAt(rs, i, other, isNL); e > 0 {
+		return e
 	}
-	if other(rs[k]) {
-		return run(rs, run(rs, k, other), isNL)
-	}
-	// \s*[\r\n]+: up to the last newline of the space run.
-	j := run(rs, i, isS)
-	last := -1
-	for p := i; p < j; p++ {
-		if isNL(rs[p]) {
-			last = p
-		}
-	}
-	if last >= 0 {
-		return last + 1
-	}
-	if j > i {
-		return whitespace(rs, i)
-	}
-	return i + 1
+	return spacesAt(rs, i)
 }
 
 // gpt4oAt is gpt-4o's alternation at i (it returns the piece's end).
@@ -470,14 +452,29 @@ func gpt4oAt(rs []rune, i int) int {
 		return i + upToThreeNumbers(rs, i)
 	}
 	// ' ?[^\s\p{L}\p{N}]+[\r\n/]*'
+	if e := othersAt(rs, i, isOther, func(r rune) bool { return isNL(r) || r == '/' }); e > 0 {
+		return e
+	}
+	return spacesAt(rs, i)
+}
+
+// othersAt matches ' ?[other]+[tail]*' at i (llama3's and gpt-4o's
+// punctuation runs) and returns its end, 0 if none.
+func othersAt(rs []rune, i int, other, tail func(rune) bool) int {
 	k := i
 	if rs[k] == ' ' && k+1 < len(rs) {
 		k++
 	}
-	if isOther(rs[k]) {
-		return run(rs, run(rs, k, isOther), func(r rune) bool { return isNL(r) || r == '/' })
+	if !other(rs[k]) {
+		return 0
 	}
-	// \s*[\r\n]+: up to the last newline of the space run.
+	return run(rs, run(rs, k, other), tail)
+}
+
+// spacesAt matches \s*[\r\n]+|\s+(?!\S)|\s+ at i (up to the last newline
+// of the space run, else the run less the space that prefixes the next
+// word) and returns its end; a character that none matches is a piece.
+func spacesAt(rs []rune, i int) int {
 	j := run(rs, i, isS)
 	last := -1
 	for p := i; p < j; p++ {
