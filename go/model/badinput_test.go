@@ -250,7 +250,7 @@ type badCase struct {
 
 // The architectures' small models.
 var badArchs = []string{"qwen2", "qwen3moe", "gpt-oss", "qwen3next", "qwen35", "qwen35moe", "gemma3", "gemma2", "olmo2", "olmo3", "mistral3", "lfm2", "lfm2moe",
-	"deepseek2", "deepseek2mha", "glm4moelite", "llama4", "nemotron_h", "nemotron_h_moe"}
+	"deepseek2", "deepseek2mha", "glm4moelite", "llama4", "nemotron_h", "nemotron_h_moe", "gemma3n"}
 
 func TestBadModels(t *testing.T) {
 	for _, arch := range badArchs {
@@ -522,6 +522,49 @@ func badCases(t *testing.T, m *ggufFile) []badCase {
 			{"sliding_window_pattern of the wrong length", set("attention.sliding_window_pattern", make([]bool, layers+1)),
 				[]string{k("attention.sliding_window_pattern")}},
 			{"final_logit_softcapping negative", set("final_logit_softcapping", float32(-30)), []string{k("final_logit_softcapping")}},
+		}...)
+	}
+
+	if a == "gemma3n" {
+		ffs := make([]uint32, layers)
+		for i := range ffs {
+			ffs[i] = uint32(m.shape(t, blk(i, "ffn_up.weight"))[1])
+		}
+		ffs[3] *= 2
+		cs = append(cs, []badCase{
+			{"altup.num_inputs 1", set("altup.num_inputs", u32(1)), []string{k("altup.num_inputs")}},
+			{"altup.num_inputs 3 (the tensors have 4)", set("altup.num_inputs", u32(3)), []string{"altup_proj.weight"}},
+			{"altup.active_idx past the states", set("altup.active_idx", u32(4)), []string{k("altup.active_idx")}},
+			{"embedding_length_per_layer_input halved", set("embedding_length_per_layer_input", u32(128)),
+				[]string{"per_layer_token_embd.weight"}},
+			{"embedding_length_per_layer_input 0", set("embedding_length_per_layer_input", u32(0)),
+				[]string{k("embedding_length_per_layer_input")}},
+			{"shared_kv_layers past the layers", set("attention.shared_kv_layers", u32(layers+1)), []string{k("attention.shared_kv_layers")}},
+			{"shared_kv_layers leaving no global layer to share", set("attention.shared_kv_layers", u32(layers-1)),
+				[]string{k("attention.shared_kv_layers")}},
+			{"activation_sparsity_scale of the wrong length", set("activation_sparsity_scale", make([]float32, layers-1)),
+				[]string{k("activation_sparsity_scale")}},
+			{"activation_sparsity_scale negative", set("activation_sparsity_scale", slices.Repeat([]float32{-1}, layers)),
+				[]string{k("activation_sparsity_scale")}},
+			{"activation_sparsity_scale NaN", set("activation_sparsity_scale", slices.Repeat([]float32{float32(math.NaN())}, layers)),
+				[]string{k("activation_sparsity_scale")}},
+			{"activation_sparsity_scale a string", set("activation_sparsity_scale", "sparse"), []string{k("activation_sparsity_scale")}},
+			{"feed_forward_length of one layer wrong", set("feed_forward_length", ffs), []string{blk(3, "ffn_")}},
+			{"missing laurel", func(_ *testing.T, m *ggufFile) { m.drop(blk(5, "laurel_l.weight")) }, []string{blk(5, "laurel_l.weight")}},
+			{"laurel of another rank", func(t *testing.T, m *ggufFile) {
+				s := m.shape(t, blk(2, "laurel_r.weight"))
+				m.reshape(t, blk(2, "laurel_r.weight"), s[0]/2, s[1]*2)
+			}, []string{blk(2, "laurel_r.weight")}},
+			{"missing per-layer projection norm", func(_ *testing.T, m *ggufFile) { m.drop("per_layer_proj_norm.weight") },
+				[]string{"per_layer_proj_norm.weight"}},
+			{"missing correction scale", func(_ *testing.T, m *ggufFile) { m.drop(blk(7, "altup_correct_scale.weight")) },
+				[]string{blk(7, "altup_correct_scale.weight")}},
+			{"router of type i32", func(t *testing.T, m *ggufFile) { m.retype(t, blk(1, "altup_router.weight"), gguf.TensorI32) },
+				[]string{blk(1, "altup_router.weight")}},
+			{"per-layer gate transposed", func(t *testing.T, m *ggufFile) {
+				s := m.shape(t, blk(4, "inp_gate.weight"))
+				m.reshape(t, blk(4, "inp_gate.weight"), s[1], s[0])
+			}, []string{blk(4, "inp_gate.weight")}},
 		}...)
 	}
 

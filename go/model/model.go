@@ -11,6 +11,7 @@ import (
 	"github.com/ggml-rs/ggml-rs/go/model/decoder"
 	"github.com/ggml-rs/ggml-rs/go/model/deepseek2"
 	"github.com/ggml-rs/ggml-rs/go/model/gemma"
+	"github.com/ggml-rs/ggml-rs/go/model/gemma3n"
 	"github.com/ggml-rs/ggml-rs/go/model/gptoss"
 	"github.com/ggml-rs/ggml-rs/go/model/lfm2"
 	"github.com/ggml-rs/ggml-rs/go/model/llama"
@@ -34,6 +35,7 @@ var constructors = map[string]func(ml.Backend) (*decoder.Model, error){
 	"glm4moelite":    deepseek2.New, // Ollama's converter's name for GLM-4.7-Flash
 	"gemma2":         func(b ml.Backend) (*decoder.Model, error) { return gemma.New(b, gemma.Gemma2) },
 	"gemma3":         func(b ml.Backend) (*decoder.Model, error) { return gemma.New(b, gemma.Gemma3) },
+	"gemma3n":        gemma3n.New,
 	"lfm2":           lfm2.New,
 	"lfm2moe":        lfm2.New,
 	"olmo2":          olmo.New,

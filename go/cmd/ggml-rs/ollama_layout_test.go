@@ -36,6 +36,7 @@ var ollamaArchs = map[string]string{
 	"mistral3":    "mistral3",
 	"glm4moelite": "glm4moelite", // llama.cpp's converter: deepseek2
 	"llama4":      "llama4",
+	"gemma3n":     "gemma3n",
 }
 
 // TestOllamaLayout checks that each Ollama-layout model gives
@@ -160,6 +161,14 @@ func checkOllamaLayout(t *testing.T, b ml.Backend, arch string) {
 		}
 		if !has("v.patch_conv.weight") {
 			problems = append(problems, "no vision tower tensors")
+		}
+	} else if arch == "gemma3n" {
+		// The head size as head_dim alone, the sliding layers' RoPE base
+		// under Ollama's key, one feed-forward length.
+		_, ff := c.Value(oarch + ".feed_forward_length").(uint32)
+		if c.Value(oarch+".head_dim") == nil || c.Value(oarch+".attention.key_length") != nil ||
+			c.Value(oarch+".rope.freq_base_local") == nil || c.Value(oarch+".rope.freq_base_swa") != nil || !ff {
+			problems = append(problems, "not Ollama's head size, RoPE base and feed-forward keys")
 		}
 	} else if arch == "olmo3" {
 		if _, ok := c.Value(oarch + ".attention.sliding_window_pattern").([]bool); !ok {

@@ -44,6 +44,9 @@ func (r RoPE) Apply(ctx ml.Context, t, positions ml.Tensor) ml.Tensor {
 //     then, with NormAfterRoPE, unweighted RMS norms of queries and keys
 //     per head (Llama 4's L2 norm);
 //   - Sinks: one attention-sink logit per head (gpt-oss);
+//   - VNorm: unweighted RMS norms of each value head (Gemma 3n);
+//   - SharedKV: no keys and values of the layer's own, its queries attend
+//     to those an earlier layer stored (Gemma 3n's last layers);
 //   - QScale: queries scaled before the attention (Gemma 2 and 3);
 //   - SoftCap: scores soft-capped before the softmax (Gemma 2);
 //   - the cache's mask decides causality and any sliding window.
@@ -83,12 +86,24 @@ type Attention struct {
 	// assigns the ops without weights to devices when the layers span
 	// several: the same order puts the same ops on the same devices.
 	KeysBeforeValues bool
+	// VNorm: each value head is RMS-normed without a weight (eps NormEps)
+	// before it is stored (Gemma 3n).
+	VNorm bool
+	// SharedKV: the layer computes queries only (K and V unused) and they
+	// attend to the keys and values layer KVLayer stored in the cache, with
+	// that layer's mask (Gemma 3n's last layers reuse the cache of the last
+	// earlier layer of their kind).
+	SharedKV bool
+	KVLayer  int
 }
 
 // Forward maps the normed hidden states x [d, n] of a batch to the
 // attention block's output [d, n], storing the batch's keys and values in
 // the cache as layer.
 func (a *Attention) Forward(ctx ml.Context, x ml.Tensor, b *Batch, layer int) ml.Tensor {
+	if a.SharedKV {
+		return a.forwardShared(ctx, x, b)
+	}
 	n, hd := b.Tokens, a.HeadDim
 	var q, gate ml.Tensor
 	if a.GatedQ {
@@ -111,6 +126,9 @@ func (a *Attention) Forward(ctx ml.Context, x ml.Tensor, b *Batch, layer int) ml
 	k = k.Reshape(ctx, hd, a.KVHeads, n)
 	if !a.QKNormWhole && a.KNorm != nil {
 		k = k.RMSNorm(ctx, a.KNorm, a.NormEps)
+	}
+	if a.VNorm {
+		v = v.RMSNorm(ctx, nil, a.NormEps)
 	}
 	if !a.NoRoPE {
 		q = a.RoPE.Apply(ctx, q, b.Positions)
@@ -136,6 +154,34 @@ func (a *Attention) Forward(ctx ml.Context, x ml.Tensor, b *Batch, layer int) ml
 	}
 
 	b.Cache.Put(ctx, layer, k, v)
+	return a.attend(ctx, q, gate, b, layer)
+}
+
+// forwardShared is Forward for a SharedKV layer: queries only, attending
+// to layer KVLayer's keys and values.
+func (a *Attention) forwardShared(ctx ml.Context, x ml.Tensor, b *Batch) ml.Tensor {
+	if a.GatedQ || a.QKNormWhole || a.NormAfterRoPE || a.TempScaled {
+		panic(fmt.Errorf("nn: a layer sharing another's keys and values takes plain queries"))
+	}
+	q := a.Q.Forward(ctx, x).Reshape(ctx, a.HeadDim, a.Heads, b.Tokens)
+	if a.QNorm != nil {
+		q = q.RMSNorm(ctx, a.QNorm, a.NormEps)
+	}
+	if !a.NoRoPE {
+		q = a.RoPE.Apply(ctx, q, b.Positions)
+	}
+	if a.QScale != 0 {
+		q = q.Scale(ctx, float64(a.QScale))
+	}
+	ctx.Forward(q)
+	return a.attend(ctx, q, nil, b, a.KVLayer)
+}
+
+// attend is the attention of queries q [hd, heads, n] over layer's cached
+// keys and values, gated by gate (when not nil), through the output
+// projection.
+func (a *Attention) attend(ctx ml.Context, q, gate ml.Tensor, b *Batch, layer int) ml.Tensor {
+	n, hd := b.Tokens, a.HeadDim
 	scale := a.Scale
 	if scale == 0 {
 		scale = 1 / math.Sqrt(float64(hd))

@@ -71,6 +71,16 @@ func (bl *Block) rest(ctx ml.Context, x, h ml.Tensor, eps float32) ml.Tensor {
 	return x.Add(ctx, norm(ctx, bl.FFN.Forward(ctx, norm(ctx, x, bl.FFNNorm, eps)), bl.FFNPostNorm, eps))
 }
 
+// Stack runs a model's layers in place of the plain residual stream of
+// Blocks (Gemma 3n's AltUp carries several hidden states per token): it
+// maps the scaled token embeddings x [Hidden, n] of a batch and its token
+// ids to the hidden states [Hidden, n] the output norm takes. The Blocks
+// still say what each layer keeps in the cache, and hold the parts the
+// Stack runs.
+type Stack interface {
+	Forward(ctx ml.Context, x, tokens ml.Tensor, b *nn.Batch) ml.Tensor
+}
+
 // Model is a decoder ready to run.
 type Model struct {
 	Arch           string
@@ -94,6 +104,9 @@ type Model struct {
 	// row, as llama.cpp's Nemotron-H graph does (its matrix products then
 	// take the kernels of the whole batch, and round as they do).
 	RowsAfterNorm bool
+	// Stack, when set, runs the layers (see Stack); the rows whose logits
+	// are wanted are kept after it, before the output norm.
+	Stack Stack
 	// AttnTemp, when set, gives each token an attention temperature by
 	// its position (nn.Batch.AttnScale) for the layers that use one.
 	AttnTemp *AttnTemp
@@ -448,7 +461,18 @@ func (m *Model) forward(cache *kvcache.Cache, ub *kvcache.Ubatch, rows []int32, 
 	}
 	var hid ml.Tensor
 	pin, _ := ctx.(ml.NormLayers)
-	for i, bl := range m.Blocks {
+	blocks := m.Blocks
+	if m.Stack != nil {
+		blocks = nil // the stack runs them
+		x = m.Stack.Forward(ctx, x, tok, b)
+		if keepRows != nil {
+			if wantHidden {
+				hid = x.RMSNorm(ctx, m.OutNorm, m.Eps)
+			}
+			x = x.Rows(ctx, keepRows)
+		}
+	}
+	for i, bl := range blocks {
 		if pin != nil {
 			pin.SetNormLayer(i)
 		}
@@ -456,7 +480,7 @@ func (m *Model) forward(cache *kvcache.Cache, ub *kvcache.Ubatch, rows []int32, 
 		if bl.Mixer != nil {
 			h = bl.Mixer.Forward(ctx, norm(ctx, x, bl.AttnNorm, m.Eps), b, i)
 		}
-		if keepRows != nil && i == len(m.Blocks)-1 && !m.RowsAfterNorm {
+		if keepRows != nil && i == len(blocks)-1 && !m.RowsAfterNorm {
 			if wantHidden {
 				// Every row's hidden state, from a feed-forward over all
 				// rows; the logits below take the path of a batch

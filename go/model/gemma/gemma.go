@@ -58,18 +58,23 @@ type Variant struct {
 	// Layers27B: the layer count of the 27B, whose queries are scaled by
 	// 1/√(n_embd/n_head).
 	Layers27B int
+	// LocalBaseKey is Ollama's converter's key for the sliding layers' RoPE
+	// base (llama.cpp's is rope.freq_base_swa).
+	LocalBaseKey string
 }
 
 // The variants.
 var (
 	Gemma2 = Variant{Arch: "gemma2", Context: 8192, SWAPattern: 2, Window: 4096, AttnSoftCap: true, FinalSoftCap: 30, Layers27B: 46}
-	Gemma3 = Variant{Arch: "gemma3", Context: 131072, SWAPattern: 6, SWAOwnRoPE: true, QKNorm: true, Layers27B: 62}
+	Gemma3 = Variant{Arch: "gemma3", Context: 131072, SWAPattern: 6, SWAOwnRoPE: true, QKNorm: true, Layers27B: 62,
+		LocalBaseKey: "rope.local.freq_base"}
 )
 
 // Hyper are Gemma's hyperparameters.
 type Hyper struct {
 	load.Common
-	KVHeads, FeedForward   int
+	KVHeads                int
+	FeedForward            []int // per layer (one value or an array in the file)
 	RopeScale, RopeBaseSWA float32
 	RopeScaleSWA           float32
 	// Window is the sliding window (0: every layer global); SWA marks the
@@ -87,7 +92,10 @@ func ReadHyper(c fs.Config, v Variant) (Hyper, error) {
 	r := load.NewReader(c, v.Arch)
 	h := Hyper{Common: r.Common(v.Context, 1e-6)}
 	h.RopeScale = r.RopeScale()
-	h.FeedForward = r.Need("feed_forward_length")
+	if !r.Has("feed_forward_length") {
+		r.Fail("the model's metadata lacks %s", r.Key("feed_forward_length"))
+	}
+	h.FeedForward = r.PerLayer("feed_forward_length", h.Layers, 0)
 	h.Window = r.Int("attention.sliding_window", v.Window)
 	h.SoftCap = r.Float("final_logit_softcapping", v.FinalSoftCap)
 	if v.AttnSoftCap {
@@ -95,13 +103,15 @@ func ReadHyper(c fs.Config, v Variant) (Hyper, error) {
 	}
 	h.KVHeads = r.KVHeads(h.Heads)
 	if v.SWAOwnRoPE {
-		h.RopeBaseSWA = r.Float("rope.freq_base_swa", r.Float("rope.local.freq_base", 10000))
+		h.RopeBaseSWA = r.Float("rope.freq_base_swa", r.Float(v.LocalBaseKey, 10000))
 		h.RopeScaleSWA = 1
 	} else {
 		h.RopeBaseSWA = r.Float("rope.freq_base_swa", h.RopeBase)
 		h.RopeScaleSWA = h.RopeScale
 	}
-	r.Positive("feed_forward_length", h.FeedForward)
+	for _, ff := range h.FeedForward {
+		r.Positive("feed_forward_length", ff)
+	}
 	if t := r.String("rope.scaling.type", ""); t == "yarn" {
 		// Ollama's converter writes YaRN for some checkpoints; its
 		// parameters are not read here yet, and linear scaling in their
@@ -167,7 +177,7 @@ func New(b ml.Backend, v Variant) (*decoder.Model, error) {
 		// llama.cpp's attention over its sliding-window cache adds the keys
 		// before the values (only the node order differs).
 		a.KeysBeforeValues = swaModel
-		ffn := w.FFN(p, d, h.FeedForward)
+		ffn := w.FFN(p, d, h.FeedForward[i])
 		ffn.GELU = true
 		m.Blocks = append(m.Blocks, decoder.Block{
 			AttnNorm:     w.Norm(p+"attn_norm.weight", d),

@@ -192,6 +192,38 @@ func (r *Reader) Bools(k string, n int) []bool {
 	return a
 }
 
+// Floats reads a float array key of n entries, one per layer (nil when
+// absent); NaNs and infinities are errors.
+func (r *Reader) Floats(k string, n int) []float32 {
+	v := r.c.Value(r.Key(k))
+	if v == nil {
+		return nil
+	}
+	var a []float32
+	switch x := v.(type) {
+	case []float32:
+		a = x
+	case []float64:
+		for _, f := range x {
+			a = append(a, float32(f))
+		}
+	default:
+		r.Fail("%s is a %T, not an array of numbers", r.Key(k), v)
+		return nil
+	}
+	if len(a) != n {
+		r.Fail("%s has %d entries, the model has %d layers (%s)", r.Key(k), len(a), n, r.Key("block_count"))
+		return nil
+	}
+	for _, f := range a {
+		if math.IsNaN(float64(f)) || math.IsInf(float64(f), 0) {
+			r.Fail("%s holds %v", r.Key(k), f)
+			return nil
+		}
+	}
+	return a
+}
+
 // Float reads float key k (default def).
 func (r *Reader) Float(k string, def float32) float32 {
 	switch x := r.c.Value(r.Key(k)).(type) {
@@ -277,13 +309,16 @@ func (r *Reader) RopeScale() float32 {
 	}
 }
 
-// HeadDim is attention.key_length (default hidden/heads), which must
-// equal attention.value_length when that is given.
+// HeadDim is attention.key_length (default head_dim, else hidden/heads),
+// which must equal attention.value_length when that is given.
 func (r *Reader) HeadDim(hidden, heads int) int {
 	def := 0
 	if heads > 0 {
 		def = hidden / heads
 	}
+	// Ollama's converter writes the head size of some architectures
+	// (Gemma 3n) as head_dim alone.
+	def = r.Int("head_dim", def)
 	k := r.Int("attention.key_length", def)
 	if v := r.Int("attention.value_length", k); v != k {
 		r.Fail("%s = %d differs from %s = %d", r.Key("attention.key_length"), k, r.Key("attention.value_length"), v)
