@@ -12,6 +12,11 @@
 //!    LFM2's output norm, `token_embd_norm` (llama.cpp's name for it,
 //!    elsewhere BERT's embedding norm), goes there too in `lfm2` files,
 //!    as llama.cpp places it.
+//!    Gemma 3n's per-layer inputs are placed as llama.cpp places them in
+//!    `gemma3n` files: `per_layer_token_embd` with the token embeddings
+//!    (input), `per_layer_model_proj` and `per_layer_proj_norm` with layer
+//!    0 (where ggml's scheduler then runs their ops, so that a model split
+//!    between devices computes as llama.cpp's does).
 //! 3. vision, projector and audio towers (`v.`, `mm.`, `s.` prefixes) go to
 //!    the output layer too.
 //! 4. `rope_freqs`, `rope_factors_long`, `rope_factors_short` are copied into
@@ -62,6 +67,14 @@ pub fn targets(name: &str, blocks: usize, has_output: bool, arch: &str) -> Resul
     if matches!(arch, "lfm2" | "lfm2moe") && has_part(name, &["token_embd_norm"]) {
         return Ok(vec![t(name.to_string(), Slot::Layer(blocks))]);
     }
+    if arch == "gemma3n" && blocks > 0 {
+        if has_part(name, &["per_layer_token_embd"]) {
+            return Ok(vec![t(name.to_string(), Slot::Input)]);
+        }
+        if has_part(name, &["per_layer_model_proj", "per_layer_proj_norm"]) {
+            return Ok(vec![t(name.to_string(), Slot::Layer(0))]);
+        }
+    }
     if has_part(name, &["position_embd", "token_embd", "token_norm_embd", "token_types"]) {
         let mut v = vec![t(name.to_string(), Slot::Input)];
         if !has_output && name == "token_embd.weight" {
@@ -100,9 +113,6 @@ pub fn targets(name: &str, blocks: usize, has_output: bool, arch: &str) -> Resul
     }
 }
 
-/// True for mixture-of-experts expert weights (`ffn_up_exps`,
-/// `ffn_gate_exps`, `ffn_down_exps`, `ffn_gate_up_exps`, and their biases
-/// and scales), which the CPU-experts option keeps in host memory.
 /// Whether a layer tensor is a matrix that matmuls read (and so may be
 /// repacked for them): a `.weight` that is not a norm, an embedding, a
 /// convolution kernel or a per-head vector (`ssm_a`, `ssm_dt`, `ssm_d`,
@@ -119,6 +129,9 @@ pub fn is_matmul_weight(name: &str) -> bool {
         || matches!(last, "ssm_a" | "ssm_d" | "ssm_dt" | "attn_sinks" | "rope_freqs" | "token_types"))
 }
 
+/// True for mixture-of-experts expert weights (`ffn_up_exps`,
+/// `ffn_gate_exps`, `ffn_down_exps`, `ffn_gate_up_exps`, and their biases
+/// and scales), which the CPU-experts option keeps in host memory.
 pub fn is_expert_tensor(name: &str) -> bool {
     name.split('.').any(|p| p.starts_with("ffn_") && p.ends_with("_exps"))
 }
@@ -137,6 +150,14 @@ mod tests {
         assert_eq!(lfm2, vec![Target { name: "token_embd_norm.weight".into(), slot: Slot::Layer(4) }]);
         // BERT's embedding norm of the same name stays an input weight.
         assert_eq!(slots("token_embd_norm.weight", 4, true), vec![("token_embd_norm.weight".into(), Slot::Input)]);
+        // Gemma 3n's per-layer inputs: as llama.cpp in gemma3n files, as
+        // Ollama's engine (the output layer) under any other name.
+        let g = |name: &str| targets(name, 4, true, "gemma3n").unwrap()[0].slot;
+        assert_eq!(g("per_layer_token_embd.weight"), Slot::Input);
+        assert_eq!(g("per_layer_model_proj.weight"), Slot::Layer(0));
+        assert_eq!(g("per_layer_proj_norm.weight"), Slot::Layer(0));
+        assert_eq!(g("altup_proj.weight"), Slot::Layer(4));
+        assert_eq!(slots("per_layer_model_proj.weight", 4, true), vec![("per_layer_model_proj.weight".into(), Slot::Layer(4))]);
     }
 
     #[test]
