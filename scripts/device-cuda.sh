@@ -177,8 +177,8 @@ fi
 # --- models ------------------------------------------------------------------
 # Small: every parity model. Bench: the bench and speculative rows (dry run:
 # two of them).
-SMALL_ARCHS="llama qwen2 qwen3 qwen3moe gpt-oss qwen3next qwen35 qwen35moe gemma3 gemma2 olmo2 olmo3 mistral3 lfm2 lfm2moe deepseek2 deepseek2mha glm4moelite llama4 nemotron_h nemotron_h_moe"
-BENCH="qwen3:q8_0,q4_0,f16 llama:q8_0,q4_0 qwen2:q8_0 qwen35moe:q8_0,q4_0 qwen35:q8_0,q4_0 gpt-oss:q8_0 gemma2:q8_0 olmo3:q8_0 mistral3:q8_0 lfm2:q8_0 lfm2moe:q8_0 deepseek2:q8_0 llama4:q8_0 nemotron_h:q8_0 nemotron_h_moe:q8_0"
+SMALL_ARCHS="llama qwen2 qwen3 qwen3moe gpt-oss qwen3next qwen35 qwen35moe gemma3 gemma2 olmo2 olmo3 mistral3 lfm2 lfm2moe deepseek2 deepseek2mha glm4moelite llama4 nemotron_h nemotron_h_moe gemma3n"
+BENCH="qwen3:q8_0,q4_0,f16 llama:q8_0,q4_0 qwen2:q8_0 qwen35moe:q8_0,q4_0 qwen35:q8_0,q4_0 gpt-oss:q8_0 gemma2:q8_0 olmo3:q8_0 mistral3:q8_0 lfm2:q8_0 lfm2moe:q8_0 deepseek2:q8_0 llama4:q8_0 nemotron_h:q8_0 nemotron_h_moe:q8_0 gemma3n:q8_0"
 if [ $dry = 1 ]; then BENCH="qwen3:q4_0 qwen35moe:q8_0"; fi
 if want models; then
   gen() {

@@ -116,27 +116,31 @@ func runInspect(args []string) error {
 
 // printLayerSummary prints the decoder's layer kinds and its experts.
 func printLayerSummary(w io.Writer, m *decoder.Model) {
-	var order []kvcache.Kind
-	count := map[kvcache.Kind]int{}
+	var order []string
+	count := map[string]int{}
+	kinds := map[kvcache.Kind]int{}
 	for _, bl := range m.Blocks {
-		if count[bl.Cache.Kind] == 0 {
-			order = append(order, bl.Cache.Kind)
-		}
-		count[bl.Cache.Kind]++
-	}
-	var parts []string
-	for _, k := range order {
-		name := k.String()
-		if k == kvcache.None {
+		name := bl.Cache.Kind.String()
+		if a, ok := bl.Mixer.(*nn.Attention); ok && a.SharedKV {
+			name = "attention over an earlier layer's cache" // Gemma 3n's last layers
+		} else if bl.Cache.Kind == kvcache.None {
 			name = "feed-forward only" // a layer that keeps nothing (Nemotron-H's)
 		}
-		parts = append(parts, fmt.Sprintf("%d %s", count[k], name))
+		if count[name] == 0 {
+			order = append(order, name)
+		}
+		count[name]++
+		kinds[bl.Cache.Kind]++
+	}
+	var parts []string
+	for _, name := range order {
+		parts = append(parts, fmt.Sprintf("%d %s", count[name], name))
 	}
 	fmt.Fprintf(w, "layers        %d: %s", len(m.Blocks), strings.Join(parts, ", "))
-	if m.Window > 0 && count[kvcache.SlidingWindow] > 0 {
+	if m.Window > 0 && kinds[kvcache.SlidingWindow] > 0 {
 		fmt.Fprintf(w, " (window %d)", m.Window)
 	}
-	if m.Window > 0 && count[kvcache.Chunked] > 0 {
+	if m.Window > 0 && kinds[kvcache.Chunked] > 0 {
 		fmt.Fprintf(w, " (chunks of %d)", m.Window)
 	}
 	fmt.Fprintln(w)
@@ -192,7 +196,11 @@ func printLayers(w io.Writer, m *decoder.Model, weights []backend.WeightPlacemen
 		if exp == "" {
 			exp = "-"
 		}
-		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\n", i, bl.Cache.Kind, describeFFN(bl.FFN), strings.Join(devices[i], ","), exp)
+		kind := bl.Cache.Kind.String()
+		if a, ok := bl.Mixer.(*nn.Attention); ok && a.SharedKV {
+			kind = fmt.Sprintf("attention over layer %d's cache", a.KVLayer)
+		}
+		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\n", i, kind, describeFFN(bl.FFN), strings.Join(devices[i], ","), exp)
 	}
 	tw.Flush()
 }

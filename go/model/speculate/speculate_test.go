@@ -322,7 +322,7 @@ func TestPrefillWithHiddenStatesIsExact(t *testing.T) {
 // rewind past rejected drafts, after a 100-token prompt, greedy and
 // seeded.
 func TestSpeculativeIsExactOnDenseModels(t *testing.T) {
-	for _, name := range []string{"qwen3-small-f16", "llama-small-f16", "llama-small-q8_0", "lfm2-small-f16", "lfm2-small-q8_0"} {
+	for _, name := range []string{"qwen3-small-f16", "llama-small-f16", "llama-small-q8_0", "lfm2-small-f16", "lfm2-small-q8_0", "gemma3n-small-f16", "gemma3n-small-q8_0"} {
 		_, m := open(t, name)
 		prompt := make([]int32, 100)
 		for i := range prompt {

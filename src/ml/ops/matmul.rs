@@ -219,6 +219,12 @@ impl Context {
     pub(crate) fn build_mul_mat(&mut self, op: &str, a: Tensor, b: Tensor, full_prec: bool) -> Result<Tensor> {
         let [_, _, a2, a3] = a.ne();
         let [k, rows, b2, b3] = b.ne();
+        // A stack of weights (allocated: an activation's batch dimension
+        // may be the tokens themselves, each already a product of its own).
+        let weights = !a.raw().buffer.is_null();
+        if self.row_wise() && weights && rows > 1 && a2 > 1 && b2 == a2 && a3 == 1 && b3 == 1 && batch_changes_rows(a, rows) {
+            return self.build_batched_row_wise(op, a, b, full_prec);
+        }
         let row_wise = self.row_wise() && rows > 1 && a2 == 1 && a3 == 1 && b2 == 1 && b3 == 1 && batch_changes_rows(a, rows);
         let ctx = self.room(op, if row_wise { 6 } else { 3 })?;
         let a = if dense_rows(a) { a } else { self.made(op, unsafe { sys::ggml_cont(ctx, a.as_ptr()) })? };
@@ -234,6 +240,28 @@ impl Context {
             return self.made(op, unsafe { sys::ggml_reshape_2d(ctx, t.as_ptr(), t.ne()[0], rows) });
         }
         Ok(t)
+    }
+
+    /// The row-wise product of a stack of weights a [k, m, n2] with b [k,
+    /// rows, n2] (Gemma 3n's AltUp projections): b's rows go to the fourth
+    /// dimension, [k, 1, n2, rows], so that each row is a product of its
+    /// own over the stack (a broadcast over rows), and the result
+    /// [m, 1, n2, rows] is laid out back as [m, rows, n2].
+    fn build_batched_row_wise(&mut self, op: &str, a: Tensor, b: Tensor, full_prec: bool) -> Result<Tensor> {
+        let [k, rows, n2, _] = b.ne();
+        let ctx = self.room(op, 9)?;
+        let a = if dense_rows(a) { a } else { self.made(op, unsafe { sys::ggml_cont(ctx, a.as_ptr()) })? };
+        let bt = self.made(op, unsafe { sys::ggml_permute(ctx, b.as_ptr(), 0, 2, 1, 3) })?;
+        let bt = self.made(op, unsafe { sys::ggml_cont(ctx, bt.as_ptr()) })?;
+        let bt = self.made(op, unsafe { sys::ggml_reshape_4d(ctx, bt.as_ptr(), k, 1, n2, rows) })?;
+        let t = self.made(op, unsafe { sys::ggml_mul_mat(ctx, a.as_ptr(), bt.as_ptr()) })?;
+        if full_prec && !unsafe { sys::ggml_prec_set_acc(t.as_ptr(), sys::GGML_PREC_F32) } {
+            return Err(Error::unsupported(format!("{op}: ggml refused F32 accumulation for {}", t.describe())));
+        }
+        let m = t.ne()[0];
+        let t = self.made(op, unsafe { sys::ggml_reshape_3d(ctx, t.as_ptr(), m, n2, rows) })?;
+        let t = self.made(op, unsafe { sys::ggml_permute(ctx, t.as_ptr(), 0, 2, 1, 3) })?;
+        self.made(op, unsafe { sys::ggml_cont(ctx, t.as_ptr()) })
     }
 
     fn mul_mat_op(&mut self, op: &str, a: Tensor, b: Tensor, full_prec: bool) -> Result<Tensor> {
