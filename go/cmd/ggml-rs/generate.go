@@ -100,8 +100,8 @@ func openDecoderFor(path string, f *decoderFlags, o decoder.CacheOptions) (*back
 func runGenerate(args []string) error {
 	fs := newFlags("generate", "[flags] MODEL -p PROMPT",
 		"Generates text after PROMPT with the GGUF model MODEL (a decoder: llama, qwen2, mistral3, qwen3,\n"+
-			"qwen3moe, gpt-oss, qwen3next, qwen35, qwen35moe, gemma2, gemma3, olmo2, olmo3, lfm2, lfm2moe or\n"+
-			"deepseek2 (Ollama's glm4moelite), llama4, nemotron_h or nemotron_h_moe, in\n"+
+			"qwen3moe, gpt-oss, qwen3next, qwen35, qwen35moe, gemma2, gemma3, gemma3n, olmo2, olmo3, lfm2,\n"+
+			"lfm2moe, deepseek2 (Ollama's glm4moelite), llama4, nemotron_h or nemotron_h_moe, in\n"+
 			"llama.cpp's or Ollama's layout),\n"+
 			"streaming it to stdout, then prints prompt and generation speed on stderr.")
 	prompt := fs.String("p", "", "the prompt")

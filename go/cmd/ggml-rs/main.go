@@ -50,7 +50,7 @@ func init() {
 		{"quantize", "[flags] IN.gguf OUT.gguf", "quantize a GGUF model (Q4_K_M, Q8_0, ...) byte for byte as llama.cpp's llama-quantize", runQuantize},
 		{"embed", "[flags] MODEL TEXT...", "sentence embeddings of each TEXT: a cosine-similarity table, or JSON with -json", runEmbed},
 		{"inspect", "[flags] MODEL", "a model's architecture, key/values, tensors with their placement, and memory per device (allocates nothing)", runInspect},
-		{"generate", "[flags] MODEL -p PROMPT", "text generation with a decoder model (llama, qwen2, mistral3, gemma2, gemma3, olmo2, olmo3, lfm2, lfm2moe, deepseek2, llama4, nemotron_h, nemotron_h_moe, qwen3, qwen3moe, gpt-oss, qwen3next, qwen35, qwen35moe), streamed, with prefill and decode speed", runGenerate},
+		{"generate", "[flags] MODEL -p PROMPT", "text generation with a decoder model (llama, qwen2, mistral3, gemma2, gemma3, gemma3n, olmo2, olmo3, lfm2, lfm2moe, deepseek2, llama4, nemotron_h, nemotron_h_moe, qwen3, qwen3moe, gpt-oss, qwen3next, qwen35, qwen35moe), streamed, with prefill and decode speed", runGenerate},
 		{"bench", "[flags] MODEL", "prompt processing and generation speed, as llama-bench's table", runBench},
 		{"bench-spec", "[flags] MODEL", "speculative decoding (oracle drafts at chosen rates, the MTP head) against plain decoding", runBenchSpec},
 		{"logits", "[flags] MODEL TOKEN...", "the logits of token ids (last position, or every one with -all) as JSON", runLogits},
