@@ -216,6 +216,18 @@ def gemma_vocab(n: int):
     return toks, scores, types
 
 
+def add_gemma_tokenizer(w, n: int):
+    """Writes gemma_vocab(n) as Gemma's SentencePiece tokenizer: <bos> 2,
+    <eos> 1, <unk> 3, <pad> 0, BOS added, no space prefix."""
+    toks, scores, types = gemma_vocab(n)
+    w.add_tokenizer_model("llama")
+    w.add_tokenizer_pre("default")
+    w.add_token_list(toks); w.add_token_scores(scores); w.add_token_types(types)
+    w.add_bos_token_id(2); w.add_eos_token_id(1); w.add_unk_token_id(3); w.add_pad_token_id(0)
+    w.add_add_bos_token(True); w.add_add_eos_token(False)
+    w.add_add_space_prefix(False)
+
+
 def gpt2_bytes_to_unicode():
     bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
     cs = bs[:]
@@ -615,13 +627,7 @@ def write_new_model(path: str, arch: str, size: str, tname: str):
     if n_next:
         w.add_nextn_predict_layers(n_next)
     if gemma:
-        toks, scores, types = gemma_vocab(V)
-        w.add_tokenizer_model("llama")
-        w.add_tokenizer_pre("default")
-        w.add_token_list(toks); w.add_token_scores(scores); w.add_token_types(types)
-        w.add_bos_token_id(2); w.add_eos_token_id(1); w.add_unk_token_id(3); w.add_pad_token_id(0)
-        w.add_add_bos_token(True); w.add_add_eos_token(False)
-        w.add_add_space_prefix(False)
+        add_gemma_tokenizer(w, V)
     else:
         toks, merges, types, bos, eos = bpe_vocab(V)
         w.add_tokenizer_model("gpt2")
@@ -1160,13 +1166,7 @@ def write_gemma3n(path: str, arch: str, size: str, tname: str):
     w.add_uint32(f"{arch}.attention.shared_kv_layers", shared)
     # llama.cpp's f_sparsity_std_mul (the normal's 0.95 quantile as a float32).
     w.add_array(f"{arch}.activation_sparsity_scale", [1.6448533535003662 if i < 10 else 0.0 for i in range(L)])
-    toks, scores, types = gemma_vocab(V)
-    w.add_tokenizer_model("llama")
-    w.add_tokenizer_pre("default")
-    w.add_token_list(toks); w.add_token_scores(scores); w.add_token_types(types)
-    w.add_bos_token_id(2); w.add_eos_token_id(1); w.add_pad_token_id(0); w.add_unk_token_id(3)
-    w.add_add_bos_token(True); w.add_add_eos_token(False)
-    w.add_add_space_prefix(False)
+    add_gemma_tokenizer(w, V)
     mat, f32 = tensor_writers(w, model, qtype)
 
     mat("token_embd.weight", (V, d), d ** -0.5)

@@ -156,41 +156,50 @@ func New(b ml.Backend, v Variant) (*decoder.Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	d, hd := h.Hidden, h.HeadDim
 	m.Window, m.SoftCap = h.Window, h.SoftCap
-	m.EmbedScale = float32(math.Sqrt(float64(d)))
-	swaModel := h.Window > 0
+	m.EmbedScale = float32(math.Sqrt(float64(h.Hidden)))
 	for i := 0; i < h.Layers; i++ {
-		p := load.Layer(i)
-		base, scale := h.RopeBase, h.RopeScale
-		spec := kvcache.LayerSpec{Kind: kvcache.Attention, KeyDim: hd, ValueDim: hd, KVHeads: h.KVHeads}
-		if h.SWA[i] {
-			base, scale = h.RopeBaseSWA, h.RopeScaleSWA
-			spec.Kind = kvcache.SlidingWindow
-		}
-		a := w.Attention(p, h.Common, h.KVHeads, hd*h.Heads)
-		if v.QKNorm {
-			a.QNorm, a.KNorm = w.QKNorm(p, hd)
-		}
-		a.QScale, a.Scale, a.SoftCap = h.QScale, 1, h.AttnSoftCap
-		a.RoPE = nn.RoPE{Dim: h.RopeDim, Base: base, Scale: scale, Options: []func(*rope.Options){rope.WithTypeNeoX()}}
+		bl, a, _ := Block(w, &h, v, i)
+		a.QScale, a.SoftCap = h.QScale, h.AttnSoftCap
 		// llama.cpp's attention over its sliding-window cache adds the keys
 		// before the values (only the node order differs).
-		a.KeysBeforeValues = swaModel
-		ffn := w.FFN(p, d, h.FeedForward[i])
-		ffn.GELU = true
-		m.Blocks = append(m.Blocks, decoder.Block{
-			AttnNorm:     w.Norm(p+"attn_norm.weight", d),
-			Mixer:        a,
-			AttnPostNorm: w.Norm(p+"post_attention_norm.weight", d),
-			FFNNorm:      w.Norm(p+"ffn_norm.weight", d),
-			FFN:          ffn,
-			FFNPostNorm:  w.Norm(p+"post_ffw_norm.weight", d),
-			Cache:        spec,
-		})
+		a.KeysBeforeValues = h.Window > 0
+		m.Blocks = append(m.Blocks, bl)
 	}
 	if err := w.Err(); err != nil {
 		return nil, err
 	}
 	return m, nil
+}
+
+// Block is layer i of a Gemma model of variant v, as the variants share it:
+// sandwich-normed attention (per-head q/k norms where v has them, NeoX
+// RoPE with the sliding layers' own base, the product unscaled) and a GeGLU
+// feed-forward, with what the layer keeps; the attention and feed-forward
+// are returned for the caller's settings.
+func Block(w *load.Weights, h *Hyper, v Variant, i int) (decoder.Block, *nn.Attention, *nn.FFN) {
+	p, d, hd := load.Layer(i), h.Hidden, h.HeadDim
+	base, scale := h.RopeBase, h.RopeScale
+	spec := kvcache.LayerSpec{Kind: kvcache.Attention, KeyDim: hd, ValueDim: hd, KVHeads: h.KVHeads}
+	if h.SWA[i] {
+		base, scale = h.RopeBaseSWA, h.RopeScaleSWA
+		spec.Kind = kvcache.SlidingWindow
+	}
+	a := w.Attention(p, h.Common, h.KVHeads, hd*h.Heads)
+	if v.QKNorm {
+		a.QNorm, a.KNorm = w.QKNorm(p, hd)
+	}
+	a.Scale = 1
+	a.RoPE = nn.RoPE{Dim: h.RopeDim, Base: base, Scale: scale, Options: []func(*rope.Options){rope.WithTypeNeoX()}}
+	ffn := w.FFN(p, d, h.FeedForward[i])
+	ffn.GELU = true
+	return decoder.Block{
+		AttnNorm:     w.Norm(p+"attn_norm.weight", d),
+		Mixer:        a,
+		AttnPostNorm: w.Norm(p+"post_attention_norm.weight", d),
+		FFNNorm:      w.Norm(p+"ffn_norm.weight", d),
+		FFN:          ffn,
+		FFNPostNorm:  w.Norm(p+"post_ffw_norm.weight", d),
+		Cache:        spec,
+	}, a, ffn
 }

@@ -36,8 +36,6 @@ import (
 	"github.com/ggml-rs/ggml-rs/go/fs"
 	"github.com/ggml-rs/ggml-rs/go/kvcache"
 	"github.com/ggml-rs/ggml-rs/go/ml"
-	"github.com/ggml-rs/ggml-rs/go/ml/nn"
-	"github.com/ggml-rs/ggml-rs/go/ml/nn/rope"
 	"github.com/ggml-rs/ggml-rs/go/model/decoder"
 	"github.com/ggml-rs/ggml-rs/go/model/gemma"
 	"github.com/ggml-rs/ggml-rs/go/model/internal/load"
@@ -138,7 +136,7 @@ func New(b ml.Backend) (*decoder.Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	d, hd, pl, a := h.Hidden, h.HeadDim, h.PerLayer, h.AltUp
+	d, pl, a := h.Hidden, h.PerLayer, h.AltUp
 	m.Window, m.SoftCap = h.Window, h.SoftCap
 	m.EmbedScale = float32(math.Sqrt(float64(d)))
 	s := &stack{
@@ -151,16 +149,8 @@ func New(b ml.Backend) (*decoder.Model, error) {
 	}
 	for i := 0; i < h.Layers; i++ {
 		p := load.Layer(i)
-		base, scale := h.RopeBase, h.RopeScale
-		spec := kvcache.LayerSpec{Kind: kvcache.Attention, KeyDim: hd, ValueDim: hd, KVHeads: h.KVHeads}
-		if h.SWA[i] {
-			base, scale = h.RopeBaseSWA, h.RopeScaleSWA
-			spec.Kind = kvcache.SlidingWindow
-		}
-		at := w.Attention(p, h.Common, h.KVHeads, hd*h.Heads)
-		at.QNorm, at.KNorm = w.QKNorm(p, hd)
-		at.Scale, at.VNorm, at.KeysBeforeValues = 1, true, true
-		at.RoPE = nn.RoPE{Dim: h.RopeDim, Base: base, Scale: scale, Options: []func(*rope.Options){rope.WithTypeNeoX()}}
+		bl, at, ffn := gemma.Block(w, &h.Hyper, variant, i)
+		at.VNorm, at.KeysBeforeValues = true, true
 		if i >= h.FirstShared {
 			src := h.kvSource(i)
 			if src < 0 {
@@ -168,19 +158,10 @@ func New(b ml.Backend) (*decoder.Model, error) {
 					Arch, i, kindName(h.SWA[i]), Arch, h.FirstShared)
 			}
 			at.SharedKV, at.KVLayer = true, src
-			spec = kvcache.LayerSpec{}
+			bl.Cache = kvcache.LayerSpec{}
 		}
-		ffn := w.FFN(p, d, h.FeedForward[i])
-		ffn.GELU, ffn.SplitGLU, ffn.Sparsity = true, true, h.Sparsity[i]
-		m.Blocks = append(m.Blocks, decoder.Block{
-			AttnNorm:     w.Norm(p+"attn_norm.weight", d),
-			Mixer:        at,
-			AttnPostNorm: w.Norm(p+"post_attention_norm.weight", d),
-			FFNNorm:      w.Norm(p+"ffn_norm.weight", d),
-			FFN:          ffn,
-			FFNPostNorm:  w.Norm(p+"post_ffw_norm.weight", d),
-			Cache:        spec,
-		})
+		ffn.SplitGLU, ffn.Sparsity = true, h.Sparsity[i]
+		m.Blocks = append(m.Blocks, bl)
 		l := layer{
 			routerNorm: w.Norm(p+"altup_router_norm.weight", d),
 			router:     w.Get(p+"altup_router.weight", d, a),
