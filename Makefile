@@ -344,7 +344,7 @@ PY := $(PYENV)/bin/python
 PY_STAMP := $(PYENV)/.ggml-rs-stamp
 BENCH_THREADS ?= $(shell nproc)
 BENCH_TYPES ?= f16 q8_0 q4_0
-BENCH_ARCHS ?= qwen3 llama qwen2 qwen35moe gpt-oss gemma2 olmo3 mistral3 lfm2 lfm2moe deepseek2 llama4 nemotron_h nemotron_h_moe gemma3n
+BENCH_ARCHS ?= qwen3 llama qwen2 qwen35moe gpt-oss gemma2 gemma3 gemma3n olmo3 mistral3 lfm2 lfm2moe deepseek2 glm4moelite llama4 nemotron_h nemotron_h_moe
 BENCH_MODELS := $(foreach a,$(BENCH_ARCHS),$(foreach t,$(BENCH_TYPES),.cache/models/$(a)-bench-$(t).gguf))
 BENCH_ARGS ?= -p 512 -n 128 -r 3
 # Speculative decoding (MTP head, oracle drafts) on the Qwen3.5 bench models.
