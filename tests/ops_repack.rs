@@ -1,11 +1,17 @@
-//! Q8_0 and Q4_1 weights in the CPU's repacking buffer type (ggml's
-//! CPU_REPACK), differential against the default buffer (ggml's vec_dot /
-//! tinyBLAS path) and a naive f64 reference, for mul_mat and mul_mat_id.
+//! Q8_0, Q4_0 and Q4_1 weights in the CPU's repacking buffer type (ggml's
+//! CPU_REPACK), differential against ggml's own kernels for them and a
+//! naive f64 reference, for mul_mat and mul_mat_id.
 //!
 //! Where the build targets AVX-512 VNNI, such matrices of 16k rows are
 //! repacked 16 rows at a time and multiplied by our kernels
-//! (scripts/patches/13-cpu-r16.inc); elsewhere ggml keeps them as they
-//! are, and these tests check that path the same way.
+//! (scripts/patches/13-cpu-r16.inc); elsewhere ggml keeps Q8_0 and Q4_1 as
+//! they are and repacks Q4_0 8 rows at a time (q4_0_8x8, on any x86 with
+//! AVX2), and these tests check those paths the same way.
+//!
+//! ggml's own kernel, the one whose floats ours must give: for Q8_0 and
+//! Q4_1 the default buffer's (tinyBLAS, vec_dot); for Q4_0 its q4_0_8x8
+//! (what llama.cpp runs for such matrices on x86), taken on the same
+//! matrix with 8 more rows, which ours does not take (not 16k rows).
 //!
 //! Tolerances (|got - want| <= atol + rtol*|want|):
 //! * against dequant(a)·dequant(convert(b)) with ggml-cpu's own quantizer
@@ -28,6 +34,7 @@ use ggml_rs::ml::{data, Context, ErrorKind, Tensor};
 use ggml_rs::sys;
 
 const Q8_0: u32 = sys::GGML_TYPE_Q8_0;
+const Q4_0: u32 = sys::GGML_TYPE_Q4_0;
 const Q4_1: u32 = sys::GGML_TYPE_Q4_1;
 const Q8_1: u32 = sys::GGML_TYPE_Q8_1;
 
@@ -108,8 +115,8 @@ fn tol(ty: u32, k: usize) -> f32 {
     1e-4 * (k as f32).sqrt() / 8.0
 }
 
-/// Whether this build and CPU repack Q8_0 and Q4_1 (our AVX-512 VNNI
-/// kernels).
+/// Whether this build and CPU repack Q8_0, Q4_0 and Q4_1 16 rows at a time
+/// (our AVX-512 VNNI kernels).
 fn repacks() -> bool {
     let vnni = unsafe { sys::ggml_cpu_has_avx512_vnni() } != 0 && unsafe { sys::ggml_cpu_has_avx512() } != 0;
     vnni && cfg!(feature = "native")
@@ -135,6 +142,24 @@ fn repacked_weight(root: &mut Context, ty: u32, shape: [i64; 3], bytes: &[u8]) -
         sys::ggml_backend_tensor_set(a.as_ptr(), bytes.as_ptr().cast(), 0, bytes.len());
         Some((a, buf))
     }
+}
+
+/// `qa`, `e` matrices of `m` rows of `k`, with each matrix's first 8 rows
+/// repeated after its last: `m + 8` rows, which our 16-row kernels do not
+/// take and ggml's 8-row Q4_0 layout does.
+fn eight_more_rows(ty: u32, qa: &[u8], k: usize, m: usize, e: usize) -> Vec<u8> {
+    let row = unsafe { sys::ggml_row_size(ty, k as i64) };
+    let mut out = Vec::with_capacity(qa.len() + 8 * row * e);
+    for x in qa.chunks(m * row).take(e) {
+        out.extend_from_slice(x);
+        out.extend_from_slice(&x[..8 * row]);
+    }
+    out
+}
+
+/// The first `m` of every `m + 8` outputs.
+fn first_rows(c: &[f32], m: usize) -> Vec<f32> {
+    c.chunks(m + 8).flat_map(|r| r[..m].to_vec()).collect()
 }
 
 fn naive_mm(a: &[f32], k: usize, m: usize, b: &[f32], n: usize) -> Vec<f32> {
@@ -187,22 +212,38 @@ fn check_mul_mat_q(ty: u32, rng: &mut Rng, qa: Vec<u8>, k: usize, m: usize, n: u
     let b = upload_b(&root, &mut input);
     let c = root.mul_mat(a, b).unwrap();
     let got = eval(&mut root, c);
-    check_repacked(&what, &got, &want, &plain, tol(ty, k));
     drop(root);
     drop(input);
     unsafe { sys::ggml_backend_buffer_free(buf) };
+    let ggml = if ty != Q4_0 {
+        plain
+    } else {
+        let (mut root, mut input) = contexts(&be);
+        let (a, buf) = repacked_weight(&mut root, ty, [k as i64, m as i64 + 8, 1], &eight_more_rows(ty, &qa, k, m, 1)).expect("ggml repacks Q4_0");
+        // b contiguous: ggml's q4_0_8x8 quantizes 4 rows of b at a time as
+        // if they were (ggml_quantize_mat_t from row i11, stride ne10), so
+        // with padded rows it reads the wrong values.
+        let b = upload(&mut input, F32, &[k as i64, n as i64, planes as i64], &bv);
+        let c = root.mul_mat(a, b).unwrap();
+        let out = first_rows(&eval(&mut root, c), m);
+        drop(root);
+        drop(input);
+        unsafe { sys::ggml_backend_buffer_free(buf) };
+        out
+    };
+    check_repacked(&what, &got, &want, &ggml, tol(ty, k));
 }
 
-/// The repacked result against the reference (within `atol`) and the
-/// default buffer's (the same floats).
-fn check_repacked(what: &str, got: &[f32], want: &[f32], plain: &[f32], atol: f32) {
-    eprintln!("{what}: repacked vs naive {:.2e}, vs default {:.2e}", max_diff(got, want), max_diff(got, plain));
+/// The repacked result against the reference (within `atol`) and ggml's
+/// own kernel's (the same floats).
+fn check_repacked(what: &str, got: &[f32], want: &[f32], ggml: &[f32], atol: f32) {
+    eprintln!("{what}: repacked vs naive {:.2e}, vs ggml's kernel {:.2e}", max_diff(got, want), max_diff(got, ggml));
     assert_close(&format!("{what} (repacked) vs dequant(a)·convert(b)"), got, want, atol, 1e-5);
-    assert_bits_equal(&format!("{what} (repacked) vs default buffer"), got, plain);
+    assert_bits_equal(&format!("{what} (repacked) vs ggml's kernel"), got, ggml);
 }
 
-/// The repacked kernel does the default kernels' arithmetic in the same
-/// order: the results must be the same floats, not merely close.
+/// The repacked kernel does ggml's kernel's arithmetic in the same order:
+/// the results must be the same floats, not merely close.
 fn assert_bits_equal(what: &str, got: &[f32], want: &[f32]) {
     assert_eq!(got.len(), want.len(), "{what}: length");
     for (i, (g, w)) in got.iter().zip(want).enumerate() {
@@ -215,8 +256,8 @@ fn max_diff(a: &[f32], b: &[f32]) -> f32 {
 }
 
 #[test]
-fn mul_mat_repacked_matches_default_and_reference() {
-    for ty in [Q8_0, Q4_1] {
+fn mul_mat_repacked_matches_ggml_and_reference() {
+    for ty in [Q8_0, Q4_0, Q4_1] {
         // Decode (1 row), the tiles' tails (1-17 rows of b), several tiles
         // and chunks, planes of b, K from one block to 1024, M 16 to 256.
         check_mul_mat(ty, 1, 32, 16, 1, 1);
@@ -229,7 +270,7 @@ fn mul_mat_repacked_matches_default_and_reference() {
         check_mul_mat(ty, 22, 64, 16, 5, 3);
         // b's rows not contiguous.
         check_mul_mat_q(ty, &mut Rng::new(24), quantize(ty, &Rng::new(25).vec(256 * 32), 256), 256, 32, 11, 2, true);
-        // Rows not a multiple of 16: not repacked, the default kernels.
+        // Rows not a multiple of 16: not ours (Q4_0: ggml's 8-row layout).
         check_mul_mat(ty, 23, 64, 24, 9, 1);
     }
     // Q8_0 weights at -128, which ggml's quantizer never writes but a file
@@ -249,6 +290,14 @@ fn mul_mat_repacked_matches_default_and_reference() {
         }
     }
     check_mul_mat_q(Q4_1, &mut Rng::new(29), qa, 128, 16, 6, 1, false);
+    // Q4_0 likewise (the nibbles' offset of 8 is the kernel's correction).
+    let mut qa = quantize(Q4_0, &Rng::new(30).vec(128 * 16), 128);
+    for (i, blk) in qa.chunks_mut(18).enumerate() {
+        for (j, q) in blk.iter_mut().enumerate().skip(2) {
+            *q = ((i * 7 + j * 13) % 256) as u8;
+        }
+    }
+    check_mul_mat_q(Q4_0, &mut Rng::new(31), qa, 128, 16, 6, 1, false);
     assert!(!repacks() || extra_buffer_type("CPU_REPACK").is_some());
 }
 
@@ -307,15 +356,34 @@ fn check_mul_mat_id(ty: u32, seed: u64, k: usize, m: usize, e: usize, u: usize, 
         return;
     };
     let got = run(&mut root, &mut input, a);
-    check_repacked(&what, &got, &want, &plain, tol(ty, k));
     drop(root);
     drop(input);
     unsafe { sys::ggml_backend_buffer_free(buf) };
+    if ty == Q4_0 && repeat {
+        // ggml's q4_0_8x8 mul_mat_id keeps at most one row per token for
+        // each expert (its row map has ne12 places per expert), so it loses
+        // a repeated expert's second product: no reference of its floats
+        // here, the naive one alone (ours takes every slot).
+        assert_close(&format!("{what} (repacked)"), &got, &want, tol(ty, k), 1e-5);
+        return;
+    }
+    let ggml = if ty != Q4_0 {
+        plain
+    } else {
+        let (mut root, mut input) = contexts(&be);
+        let (a, buf) = repacked_weight(&mut root, ty, [k as i64, m as i64 + 8, e as i64], &eight_more_rows(ty, &qa, k, m, e)).expect("ggml repacks Q4_0");
+        let out = first_rows(&run(&mut root, &mut input, a), m);
+        drop(root);
+        drop(input);
+        unsafe { sys::ggml_backend_buffer_free(buf) };
+        out
+    };
+    check_repacked(&what, &got, &want, &ggml, tol(ty, k));
 }
 
 #[test]
-fn mul_mat_id_repacked_matches_default_and_reference() {
-    for ty in [Q8_0, Q4_1] {
+fn mul_mat_id_repacked_matches_ggml_and_reference() {
+    for ty in [Q8_0, Q4_0, Q4_1] {
         // One token (decode), a batch with every expert busy, b broadcast
         // over the used experts (nb 1) or one row per slot, a token naming
         // one expert twice, experts left idle.
@@ -324,7 +392,7 @@ fn mul_mat_id_repacked_matches_default_and_reference() {
         check_mul_mat_id(ty, 33, 128, 48, 16, 2, 1, 100, false);
         check_mul_mat_id(ty, 34, 64, 16, 4, 3, 3, 9, true);
         check_mul_mat_id(ty, 35, 512, 64, 32, 1, 1, 3, false);
-        check_mul_mat_id(ty, 36, 64, 8, 4, 2, 2, 5, false); // 8 rows: not repacked
+        check_mul_mat_id(ty, 36, 64, 8, 4, 2, 2, 5, false); // 8 rows: not ours
     }
 }
 

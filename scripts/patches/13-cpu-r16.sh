@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Q8_0 and Q4_1 weights repacked 16 rows at a time, with AVX-512 VNNI
+# Q8_0, Q4_0 and Q4_1 weights repacked 16 rows at a time, with AVX-512 VNNI
 # kernels for MUL_MAT and MUL_MAT_ID (issue 27: three quarters of the
 # hybrid MoE prefill was Q8_0 products, SmolLM2's real weights are Q4_1,
 # and ggml's x86 path takes each weight row against each activation row).
