@@ -493,10 +493,11 @@ $(sort $(BENCH_MODELS) $(SPEC_MODELS) $(SERVE_MODELS)): | $(PY_STAMP)
 	$(PY) scripts/gen-models.py --size bench --arch $(call model_arch,$@) --types $(call model_type,$@)
 
 # Ours and llama.cpp on the same bench-size models and threads, one run:
-# prompt processing and generation, then speculative decoding.
-bench: $(LLAMA_REF) $(BENCH_MODELS) $(SPEC_MODELS)
+# prompt processing and generation (the generated models, then the real
+# SmolLM2 Q4_1 and Gemma 3 Q4_K_M), then speculative decoding.
+bench: $(LLAMA_REF) $(BENCH_MODELS) $(SPEC_MODELS) $(SMOLLM2) $(GEMMA3)
 	$(MAKE) runner || echo "bench: the runner did not build; the reference alone"
-	python3 scripts/bench.py $(BENCH_ARGS) -t $(BENCH_THREADS) $(if $(wildcard $(IK_REF)),--ik $(IK_REF)) $(BENCH_MODELS)
+	python3 scripts/bench.py $(BENCH_ARGS) -t $(BENCH_THREADS) $(if $(wildcard $(IK_REF)),--ik $(IK_REF)) $(BENCH_MODELS) $(SMOLLM2) $(GEMMA3)
 	python3 scripts/bench-spec.py $(SPEC_ARGS) -t $(BENCH_THREADS) $(SPEC_MODELS)
 	python3 scripts/bench-quant.py $(QUANT_ARGS) -t $(BENCH_THREADS) $(BENCH_MODELS)
 
