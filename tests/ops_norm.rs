@@ -235,6 +235,50 @@ fn rms_norm_takes_permuted_and_padded_rows() {
     check_all(&mut root, wants);
 }
 
+/// ggml's CPU rms_norm in f32/f64 exactly as its scalar code runs: each
+/// square an f32 product added to an f64 in order, the mean rounded to f32,
+/// `1.0f/sqrtf(mean + eps)`, then `x * scale * w` in f32.
+fn rms_ggml_order(row: &[f32], w: &[f32], eps: f32) -> Vec<f32> {
+    let mut sum = 0f64;
+    for &x in row {
+        sum += (x * x) as f64;
+    }
+    let mean = (sum / row.len() as f64) as f32;
+    let scale = 1.0f32 / (mean + eps).sqrt();
+    row.iter().zip(w).map(|(&x, &w)| x * scale * w).collect()
+}
+
+#[test]
+fn rms_norm_sums_in_ggml_order() {
+    // Rows of 8k elements go 8 at a time through our vector code with
+    // AVX-512 (scripts/patches/19-cpu-rms-norm-rows.sh), other lengths
+    // through ggml's loop: the same floats either way, bit for bit. Row
+    // counts that leave a partial block, planes, strided (padded) rows,
+    // values from 1e-3 to 1e3. (A row's sum in f64 rounded to an f32 mean
+    // hardly ever shows the order of its additions, which ours keeps
+    // anyway; what this catches is a row's lane or element mixed up.)
+    let be = backend();
+    for (k, shape, padded) in [(8usize, [8i64, 1, 1], false), (64, [64, 13, 1], false), (576, [576, 9, 2], false), (1024, [1024, 17, 1], true), (40, [40, 3, 5], false), (100, [100, 11, 1], false)] {
+        let (mut root, mut input) = contexts(&be);
+        let mut rng = Rng::new(204 + k as u64);
+        let rows = (shape[1] * shape[2]) as usize;
+        let pad = if padded { 8 } else { 0 };
+        let xv: Vec<f32> = (0..(k + pad) * rows).map(|i| rng.f32() * [1e-3f32, 1.0, 1e3][i % 3] - 0.5).collect();
+        let wv = rng.vec(k);
+        let full = upload(&mut input, F32, &[(k + pad) as i64, shape[1], shape[2]], &xv);
+        let a = if padded { padded_rows(&root, full, k as i64) } else { full };
+        let w = upload(&mut input, F32, &[k as i64], &wv);
+        let out = root.rms_norm(a, Some(w), 1e-6).unwrap();
+        let got = eval(&mut root, out);
+        for r in 0..rows {
+            let want = rms_ggml_order(&xv[r * (k + pad)..][..k], &wv, 1e-6);
+            for (i, (g, e)) in got[r * k..][..k].iter().zip(&want).enumerate() {
+                assert_eq!(g.to_bits(), e.to_bits(), "rms_norm {shape:?} padded {padded}: row {r} element {i}: got {g}, want {e}");
+            }
+        }
+    }
+}
+
 // ---- layer_norm ---------------------------------------------------------------
 
 fn layer_ref(row: &[f64], eps: f64) -> Vec<f64> {
