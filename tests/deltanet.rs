@@ -437,6 +437,85 @@ fn head_size_128_with_strong_decay() {
     close("S=128 chunked state", &prim_s, &want_s, CHUNKED_TOL, CHUNKED_TOL);
 }
 
+/// ggml_vec_dot_f32 on AVX-512 for n a multiple of 64, float for float:
+/// four accumulators of 16 lanes (vector i into accumulator i % 4, an FMA
+/// each), (s0 + s2) + (s1 + s3), then the 16 lanes as GCC's
+/// _mm512_reduce_add_ps adds them (halves, quarters, then pairs).
+fn dot_ggml_avx512(x: &[f32], y: &[f32]) -> f32 {
+    let mut acc = [[0f32; 16]; 4];
+    for (i, (xs, ys)) in x.chunks(16).zip(y.chunks(16)).enumerate() {
+        for l in 0..16 {
+            acc[i % 4][l] = xs[l].mul_add(ys[l], acc[i % 4][l]);
+        }
+    }
+    let v: Vec<f32> = (0..16).map(|l| (acc[0][l] + acc[2][l]) + (acc[1][l] + acc[3][l])).collect();
+    let a: Vec<f32> = (0..8).map(|i| v[i + 8] + v[i]).collect();
+    let b: Vec<f32> = (0..4).map(|i| a[i + 4] + a[i]).collect();
+    (b[2] + b[0]) + (b[3] + b[1])
+}
+
+/// ggml's CPU gated delta net with a scalar gate and one state slot, float
+/// for float as its per-row loop runs on AVX-512: per token and row of the
+/// (transposed) state, scale by the decay, dot with k, the rank-1 update as
+/// an FMA per element, dot with q. Returns (out, state) as `naive`.
+fn ggml_order(x: &Data, heads: HeadRepeat) -> (Vec<f32>, Vec<f32>) {
+    let d = x.d;
+    let (s, hv, t_n) = (d.s, d.hv, d.t);
+    assert!(!d.kda && d.n == 1 && s % 64 == 0);
+    let scale = 1.0f32 / (s as f32).sqrt();
+    let mut out = vec![0f32; s * hv * t_n];
+    let mut state = x.state.clone();
+    for h in 0..hv {
+        let kh = source_head(d, h, heads);
+        let st = &mut state[h * s * s..(h + 1) * s * s];
+        for t in 0..t_n {
+            let qk = (t * d.hk + kh) * s;
+            let (q, k) = (&x.q[qk..qk + s], &x.k[qk..qk + s]);
+            let vb = (t * hv + h) * s;
+            let beta = x.beta[t * hv + h];
+            let decay = x.g[t * hv + h].exp();
+            for j in 0..s {
+                let row = &mut st[j * s..(j + 1) * s];
+                row.iter_mut().for_each(|r| *r *= decay);
+                let dj = (x.v[vb + j] - dot_ggml_avx512(row, k)) * beta;
+                row.iter_mut().zip(k).for_each(|(r, &ki)| *r = ki.mul_add(dj, *r));
+                out[vb + j] = dot_ggml_avx512(row, q) * scale;
+            }
+        }
+    }
+    (out, state)
+}
+
+#[test]
+fn rows_of_64_and_128_are_ggml_floats_bit_for_bit() {
+    // Head sizes 64 and 128 (the real Qwen3.5 and Qwen3-Next ones) go 16
+    // rows at a time through our vector code with AVX-512
+    // (scripts/patches/15-cpu-delta-net-rows.sh); their results must be the
+    // floats of ggml's own per-row loop there, which is what keeps the
+    // hybrids' logits equal to llama.cpp's. Elsewhere ggml's loop runs,
+    // whose sums on another instruction set are another order: then only
+    // the naive reference applies (the other tests).
+    if !(cfg!(feature = "native") && unsafe { sys::ggml_cpu_has_avx512() } != 0) {
+        return;
+    }
+    let b = backend();
+    for (s, hk, hv, t) in [(64, 2, 4, 11), (128, 1, 2, 9)] {
+        let d = Dims { s, hk, hv, t, n: 1, kda: false };
+        let x = make_data(3100 + s as u64, d, 2.0);
+        let (want_o, want_s) = ggml_order(&x, HeadRepeat::Interleaved);
+        let mut root = Context::new(&b, 1024).expect("context");
+        let mut input = root.input();
+        let inp = upload_all(&mut input, &x);
+        let (o, st) = fused(&mut root, &inp, HeadRepeat::Interleaved);
+        root.compute(&[o, st]).expect("compute");
+        for (what, got, want) in [("out", read(o), want_o), ("state", read(st), want_s)] {
+            for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                assert_eq!(g.to_bits(), w.to_bits(), "S={s} {what}: element {i}: got {g}, want {w}");
+            }
+        }
+    }
+}
+
 #[test]
 fn state_carries_over_between_calls() {
     let b = backend();

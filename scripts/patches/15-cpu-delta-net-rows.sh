@@ -6,9 +6,12 @@
 # (transposed) state and no row reads another, at any token: so with one
 # state slot (K = 1) and a scalar gate (every Qwen3.5/Qwen3-Next prefill),
 # rows go in blocks of 32 (16 KiB) through all the tokens, and on AVX-512
-# 16 rows at a time with their dot products' horizontal sums done
-# together. The same operations on the same rows in the same order per
-# row: the same floats (16-18% of the Qwen3.5 MoE prefill,
+# (head sizes 64 and 128) 16 rows at a time with their dot products'
+# horizontal sums done together, k and q in registers, each row read once
+# per pass (the decay with the dot by k, the update with the dot by q).
+# The same operations on the same rows in the same order per row: the same
+# floats (tests/deltanet.rs holds them to ggml's per-row loop bit for bit;
+# 16-18% of the Qwen3.5 MoE prefill before, 11-13% now,
 # docs/notes/cpu-speed.md). Other cases (several slots, per-channel gates)
 # keep ggml's loop.
 #
@@ -46,9 +49,13 @@ new2 = '''        // attn output pointer for first token of this (head, seq)
                     const float decay = expf(g_d[0]);
                     int64_t j = jb;
 #if defined(__AVX512F__)
-                    if (S_v % 64 == 0) {
+                    if (S_v == 128 || S_v == 64) {
                         for (; j + 16 <= je; j += 16) {
-                            ggml_rs_delta_rows16(S_v, &s_out[j * S_v], k_d, q_d, v_d + j, decay, beta_val, scale, attn_t + j);
+                            if (S_v == 128) {
+                                ggml_rs_delta_rows16<8>(&s_out[j * S_v], k_d, q_d, v_d + j, decay, beta_val, scale, attn_t + j);
+                            } else {
+                                ggml_rs_delta_rows16<4>(&s_out[j * S_v], k_d, q_d, v_d + j, decay, beta_val, scale, attn_t + j);
+                            }
                         }
                     }
 #endif
@@ -78,19 +85,6 @@ head = "// ggml_compute_forward_gated_delta_net\n"
 helpers = '''#include "ggml-rs-simd.h" // ggml-rs patch 15-cpu-delta-net-rows
 
 #if defined(__AVX512F__)
-// ggml_vec_dot_f32(n, x, y) for n % 64 == 0 on AVX-512, before its final
-// horizontal sum: four accumulators, sum[j] = fma(x, y, sum[j]) 64 values
-// a step, then (sum[0] + sum[2]) + (sum[1] + sum[3]).
-static inline __m512 ggml_rs_dot_lanes(int64_t n, const float * x, const float * y) {
-    __m512 sum[4] = { _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps() };
-    for (int64_t i = 0; i < n; i += 64) {
-        for (int j = 0; j < 4; j++) {
-            sum[j] = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 16*j), _mm512_loadu_ps(y + i + 16*j), sum[j]);
-        }
-    }
-    return _mm512_add_ps(_mm512_add_ps(sum[0], sum[2]), _mm512_add_ps(sum[1], sum[3]));
-}
-
 // The horizontal sums of 16 vectors at once, in the order of GCC's
 // _mm512_reduce_add_ps (halves, quarters, then (b0 + b2) + (b1 + b3)):
 // lane r of the result is the sum of v[r].
@@ -110,28 +104,47 @@ static inline __m512 ggml_rs_reduce16(__m512 v[16]) {
 // One token's four steps on 16 rows of the state, as the per-row loop
 // computes them with ggml_vec_scale_f32, ggml_vec_dot_f32 and
 // ggml_vec_mad_f32: the same operations in the same order per row, the
-// 16 rows' dot products summed together.
-static void ggml_rs_delta_rows16(int64_t S_v, float * rows, const float * k, const float * q, const float * v,
+// 16 rows' dot products summed together. NV = S_v / 16 vectors a row, a
+// constant, so that k, q and the row being worked on stay in registers
+// and each row is read once per pass: the decay goes with the dot by k,
+// the update with the dot by q.
+template <int NV>
+static void ggml_rs_delta_rows16(float * rows, const float * k, const float * q, const float * v,
                                  float decay, float beta, float scale, float * out) {
+    static_assert(NV % 4 == 0, "ggml_vec_dot_f32 takes 64 values a step");
     const __m512 dec = _mm512_set1_ps(decay);
+    __m512 kv[NV];
+    for (int i = 0; i < NV; i++) {
+        kv[i] = _mm512_loadu_ps(k + 16*i);
+    }
     __m512 p[16];
     for (int l = 0; l < 16; l++) {
-        float * row = rows + l*S_v;
-        for (int64_t i = 0; i < S_v; i += 16) {
-            _mm512_storeu_ps(row + i, _mm512_mul_ps(_mm512_loadu_ps(row + i), dec));
+        float * row = rows + l*16*NV;
+        __m512 sum[4] = { _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps() };
+        for (int i = 0; i < NV; i++) {
+            const __m512 r = _mm512_mul_ps(_mm512_loadu_ps(row + 16*i), dec);
+            _mm512_storeu_ps(row + 16*i, r);
+            sum[i % 4] = _mm512_fmadd_ps(r, kv[i], sum[i % 4]);
         }
-        p[l] = ggml_rs_dot_lanes(S_v, row, k);
+        p[l] = _mm512_add_ps(_mm512_add_ps(sum[0], sum[2]), _mm512_add_ps(sum[1], sum[3]));
     }
     const __m512 d = _mm512_mul_ps(_mm512_sub_ps(_mm512_loadu_ps(v), ggml_rs_reduce16(p)), _mm512_set1_ps(beta));
     float dj[16];
     _mm512_storeu_ps(dj, d);
+    __m512 qv[NV];
+    for (int i = 0; i < NV; i++) {
+        qv[i] = _mm512_loadu_ps(q + 16*i);
+    }
     for (int l = 0; l < 16; l++) {
-        float * row = rows + l*S_v;
+        float * row = rows + l*16*NV;
         const __m512 vd = _mm512_set1_ps(dj[l]);
-        for (int64_t i = 0; i < S_v; i += 16) {
-            _mm512_storeu_ps(row + i, _mm512_fmadd_ps(_mm512_loadu_ps(k + i), vd, _mm512_loadu_ps(row + i)));
+        __m512 sum[4] = { _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps() };
+        for (int i = 0; i < NV; i++) {
+            const __m512 r = _mm512_fmadd_ps(kv[i], vd, _mm512_loadu_ps(row + 16*i));
+            _mm512_storeu_ps(row + 16*i, r);
+            sum[i % 4] = _mm512_fmadd_ps(r, qv[i], sum[i % 4]);
         }
-        p[l] = ggml_rs_dot_lanes(S_v, row, q);
+        p[l] = _mm512_add_ps(_mm512_add_ps(sum[0], sum[2]), _mm512_add_ps(sum[1], sum[3]));
     }
     _mm512_storeu_ps(out, _mm512_mul_ps(ggml_rs_reduce16(p), _mm512_set1_ps(scale)));
 }
