@@ -1,15 +1,15 @@
-//! Q8_0, Q4_0 and Q4_1 weights in the CPU's repacking buffer type (ggml's
+//! Q8_0, Q4_0, Q5_0 and Q4_1 weights in the CPU's repacking buffer type (ggml's
 //! CPU_REPACK), differential against ggml's own kernels for them and a
 //! naive f64 reference, for mul_mat and mul_mat_id.
 //!
 //! Where the build targets AVX-512 VNNI, such matrices of 16k rows are
 //! repacked 16 rows at a time and multiplied by our kernels
-//! (scripts/patches/13-cpu-r16.inc); elsewhere ggml keeps Q8_0 and Q4_1 as
-//! they are and repacks Q4_0 8 rows at a time (q4_0_8x8, on any x86 with
-//! AVX2), and these tests check those paths the same way.
+//! (scripts/patches/13-cpu-r16.inc); elsewhere ggml keeps Q8_0, Q5_0 and
+//! Q4_1 as they are and repacks Q4_0 8 rows at a time (q4_0_8x8, on any x86
+//! with AVX2), and these tests check those paths the same way.
 //!
-//! ggml's own kernel, the one whose floats ours must give: for Q8_0 and
-//! Q4_1 the default buffer's (tinyBLAS, vec_dot); for Q4_0 its q4_0_8x8
+//! ggml's own kernel, the one whose floats ours must give: for Q8_0, Q5_0
+//! and Q4_1 the default buffer's (tinyBLAS, vec_dot); for Q4_0 its q4_0_8x8
 //! (what llama.cpp runs for such matrices on x86), taken on the same
 //! matrix with 8 more rows, which ours does not take (not 16k rows).
 //!
@@ -35,6 +35,7 @@ use ggml_rs::sys;
 
 const Q8_0: u32 = sys::GGML_TYPE_Q8_0;
 const Q4_0: u32 = sys::GGML_TYPE_Q4_0;
+const Q5_0: u32 = sys::GGML_TYPE_Q5_0;
 const Q4_1: u32 = sys::GGML_TYPE_Q4_1;
 const Q8_1: u32 = sys::GGML_TYPE_Q8_1;
 
@@ -115,7 +116,7 @@ fn tol(ty: u32, k: usize) -> f32 {
     1e-4 * (k as f32).sqrt() / 8.0
 }
 
-/// Whether this build and CPU repack Q8_0, Q4_0 and Q4_1 16 rows at a time
+/// Whether this build and CPU repack Q8_0, Q4_0, Q5_0 and Q4_1 16 rows at a time
 /// (our AVX-512 VNNI kernels).
 fn repacks() -> bool {
     let vnni = unsafe { sys::ggml_cpu_has_avx512_vnni() } != 0 && unsafe { sys::ggml_cpu_has_avx512() } != 0;
@@ -257,7 +258,7 @@ fn max_diff(a: &[f32], b: &[f32]) -> f32 {
 
 #[test]
 fn mul_mat_repacked_matches_ggml_and_reference() {
-    for ty in [Q8_0, Q4_0, Q4_1] {
+    for ty in [Q8_0, Q4_0, Q5_0, Q4_1] {
         // Decode (1 row), the tiles' tails (1-17 rows of b), several tiles
         // and chunks, planes of b, K from one block to 1024, M 16 to 256.
         check_mul_mat(ty, 1, 32, 16, 1, 1);
@@ -298,6 +299,14 @@ fn mul_mat_repacked_matches_ggml_and_reference() {
         }
     }
     check_mul_mat_q(Q4_0, &mut Rng::new(31), qa, 128, 16, 6, 1, false);
+    // Q5_0 likewise, with every high bit pattern (offset 16).
+    let mut qa = quantize(Q5_0, &Rng::new(32).vec(128 * 16), 128);
+    for (i, blk) in qa.chunks_mut(22).enumerate() {
+        for (j, q) in blk.iter_mut().enumerate().skip(2) {
+            *q = ((i * 11 + j * 29) % 256) as u8;
+        }
+    }
+    check_mul_mat_q(Q5_0, &mut Rng::new(33), qa, 128, 16, 6, 1, false);
     assert!(!repacks() || extra_buffer_type("CPU_REPACK").is_some());
 }
 
@@ -383,7 +392,7 @@ fn check_mul_mat_id(ty: u32, seed: u64, k: usize, m: usize, e: usize, u: usize, 
 
 #[test]
 fn mul_mat_id_repacked_matches_ggml_and_reference() {
-    for ty in [Q8_0, Q4_0, Q4_1] {
+    for ty in [Q8_0, Q4_0, Q5_0, Q4_1] {
         // One token (decode), a batch with every expert busy, b broadcast
         // over the used experts (nb 1) or one row per slot, a token naming
         // one expert twice, experts left idle.
