@@ -377,57 +377,57 @@ fn auto_flash_attention_asks_the_devices() {
 
 #[test]
 fn a_large_repacked_q4_0_weight_loads_whole() {
-    // Over 8 MiB, the loader's piece size: a repacking buffer must get the
-    // tensor in one write (ggml asserts offset == 0 for repacked tensors).
+    // Over 8 MiB, the loader's piece size: ggml's repacking layouts must get
+    // a tensor in one write (ggml asserts offset == 0), ours (rows a multiple
+    // of 16, where the build has our kernels) take pieces of whole 16-row
+    // groups. One weight of each: 4096 rows (ours, or ggml's where our
+    // kernels are not built) and 4104 (8 modulo 16: ggml's q4_0_8x8).
     let dir = tmpdir("bigq4");
-    let (k, n) = (4096i64, 4096i64);
-    // Real Q4_0 data (ggml's quantizer), so every row is a usable check.
-    let src = Rng::new(9).vec((k * n) as usize);
-    let mut q = vec![0u8; (k * n / 32 * 18) as usize];
-    unsafe { sys::ggml_quantize_chunk(Q4_0, src.as_ptr(), q.as_mut_ptr().cast(), 0, n, k, std::ptr::null()) };
-    let w = Writer::new()
+    let k = 4096i64;
+    let weights = [("blk.0.ffn_up.weight", 4096i64), ("blk.0.ffn_down.weight", 4104)];
+    let mut w = Writer::new()
         .kv("general.architecture", Value::Str("test".into()))
         .kv("test.block_count", Value::U32(1))
-        .tensor("token_embd.weight", F32, &[64, 4])
-        .tensor_spec(common::gguf_write::TensorSpec {
-            name: b"blk.0.ffn_up.weight".to_vec(),
-            dtype: Q4_0,
-            ne: vec![k, n],
-            n_dims: None,
-            offset: None,
-            data: Some(q),
-        });
+        .tensor("token_embd.weight", F32, &[64, 4]);
+    for (i, &(name, n)) in weights.iter().enumerate() {
+        // Real Q4_0 data (ggml's quantizer), so every row is a usable check.
+        let src = Rng::new(9 + i as u64).vec((k * n) as usize);
+        let mut q = vec![0u8; (k * n / 32 * 18) as usize];
+        unsafe { sys::ggml_quantize_chunk(Q4_0, src.as_ptr(), q.as_mut_ptr().cast(), 0, n, k, std::ptr::null()) };
+        w = w.tensor_spec(common::gguf_write::TensorSpec { name: name.as_bytes().to_vec(), dtype: Q4_0, ne: vec![k, n], n_dims: None, offset: None, data: Some(q) });
+    }
     let path = dir.join("big.gguf");
     let written = w.write_to(&path).unwrap();
     let b = Backend::open(Some(path.to_str().unwrap()), &params(true), &Layout::default()).unwrap();
-    let buft = b.placements().into_iter().find(|p| p.0 == "blk.0.ffn_up.weight").unwrap().1;
-    println!("blk.0.ffn_up.weight ({} MiB) in {buft}", k * n / 32 * 18 >> 20);
     b.load(&mut |_| true).unwrap();
-
     let g = b.gguf().unwrap();
-    let (i, info) = g.tensors().iter().enumerate().find(|(_, t)| t.name == "blk.0.ffn_up.weight").unwrap();
-    let start = written.data_offset + written.tensor_offsets[i] as usize;
-    let raw = &written.bytes[start..start + info.size as usize];
-    let mut deq = vec![0f32; (k * n) as usize];
-    unsafe {
-        let tr = &*sys::ggml_get_type_traits(Q4_0);
-        (tr.to_float.unwrap())(raw.as_ptr().cast(), deq.as_mut_ptr(), deq.len() as i64);
+    for &(name, n) in &weights {
+        let buft = b.placements().into_iter().find(|p| p.0 == name).unwrap().1;
+        println!("{name} ({} MiB) in {buft}", k * n / 32 * 18 >> 20);
+        let (i, info) = g.tensors().iter().enumerate().find(|(_, t)| t.name == name).unwrap();
+        let start = written.data_offset + written.tensor_offsets[i] as usize;
+        let raw = &written.bytes[start..start + info.size as usize];
+        let mut deq = vec![0f32; (k * n) as usize];
+        unsafe {
+            let tr = &*sys::ggml_get_type_traits(Q4_0);
+            (tr.to_float.unwrap())(raw.as_ptr().cast(), deq.as_mut_ptr(), deq.len() as i64);
+        }
+        let x = Rng::new(5).vec(k as usize);
+        let mut root = Context::new(&b, 64).unwrap();
+        let xt = upload(&mut root.input(), F32, &[k, 1], &x);
+        let y = root.mul_mat(b.get(name).unwrap(), xt).unwrap();
+        let got = eval(&mut root, y);
+        // As in weights_compute_like_their_data: x is quantized to q8_0.
+        let xmax = x.iter().fold(0f32, |m, v| m.max(v.abs()));
+        let mut checked = 0;
+        for r in 0..n as usize {
+            let row = &deq[r * k as usize..(r + 1) * k as usize];
+            let want: f32 = row.iter().zip(&x).map(|(w, x)| w * x).sum();
+            let bound = row.iter().map(|w| w.abs()).sum::<f32>() * xmax / 127.0 * 1.01 + 1e-3 * want.abs();
+            assert!((got[r] - want).abs() <= bound, "{name} row {r}: got {}, want {want}, bound {bound}", got[r]);
+            checked += 1;
+        }
+        assert_eq!(checked, n as usize);
     }
-    let x = Rng::new(5).vec(k as usize);
-    let mut root = Context::new(&b, 64).unwrap();
-    let xt = upload(&mut root.input(), F32, &[k, 1], &x);
-    let y = root.mul_mat(b.get("blk.0.ffn_up.weight").unwrap(), xt).unwrap();
-    let got = eval(&mut root, y);
-    // As in weights_compute_like_their_data: x is quantized to q8_0.
-    let xmax = x.iter().fold(0f32, |m, v| m.max(v.abs()));
-    let mut checked = 0;
-    for r in 0..n as usize {
-        let row = &deq[r * k as usize..(r + 1) * k as usize];
-        let want: f32 = row.iter().zip(&x).map(|(w, x)| w * x).sum();
-        let bound = row.iter().map(|w| w.abs()).sum::<f32>() * xmax / 127.0 * 1.01 + 1e-3 * want.abs();
-        assert!((got[r] - want).abs() <= bound, "row {r}: got {}, want {want}, bound {bound}", got[r]);
-        checked += 1;
-    }
-    assert_eq!(checked, n as usize);
     std::fs::remove_dir_all(dir).ok();
 }

@@ -443,3 +443,57 @@ fn mul_mat_id_repacked_bad_id_is_an_error() {
     drop(input);
     unsafe { sys::ggml_backend_buffer_free(buf) };
 }
+
+/// Rows of a repacked matrix (get_rows; tied embeddings are read so by the
+/// input and with a matmul by the output head, from one tensor): the same
+/// floats as ggml's get_rows of the plain matrix, for every type our
+/// kernels repack, with ids in any order and repeated; an id out of range
+/// is an error from compute, as on the default path. A matrix ggml's own
+/// layout holds (Q4_0, rows 8 modulo 16) is not offered for get_rows.
+#[test]
+fn get_rows_of_a_repacked_matrix_is_ggmls() {
+    let be = backend();
+    let ids_list: Vec<i32> = vec![0, 47, 16, 15, 16, 3, 31, 32, 0];
+    for ty in [Q8_0, Q5_0, Q4_0, Q4_1] {
+        let (k, m) = (96usize, 48usize);
+        let qa = quantize(ty, &Rng::new(50 + ty as u64).vec(k * m), k);
+        let plain = {
+            let (mut root, mut input) = contexts(&be);
+            let a = input.from_bytes(ty, &[k as i64, m as i64], &qa).unwrap();
+            let ids = upload_i32(&mut input, &[ids_list.len() as i64], &ids_list);
+            let r = root.get_rows(a, ids).unwrap();
+            eval(&mut root, r)
+        };
+        let (mut root, mut input) = contexts(&be);
+        let Some((a, buf)) = repacked_weight(&mut root, ty, [k as i64, m as i64, 1], &qa) else {
+            assert!(!repacks(), "{}: this CPU and build should repack it", type_name(ty));
+            continue;
+        };
+        let ids = upload_i32(&mut input, &[ids_list.len() as i64], &ids_list);
+        let r = root.get_rows(a, ids).unwrap();
+        let got = eval(&mut root, r);
+        assert_bits_equal(&format!("{} get_rows (repacked)", type_name(ty)), &got, &plain);
+        // An id out of range, written after the graph is built.
+        let bad: Vec<u8> = [1i32, 48, 2, 0, 0, 0, 0, 0, 0].iter().flat_map(|v| v.to_le_bytes()).collect();
+        data::write(ids, &bad, "test").unwrap();
+        let e = root.compute(&[r]).unwrap_err();
+        assert!(e.message.contains("get_rows") && e.message.contains("out of range"), "{}", e.message);
+        drop(root);
+        drop(input);
+        unsafe { sys::ggml_backend_buffer_free(buf) };
+    }
+    // ggml's q4_0_8x8 layout cannot give rows back: the CPU does not offer it.
+    if repacks() {
+        let (k, m) = (64usize, 24usize);
+        let qa = quantize(Q4_0, &Rng::new(60).vec(k * m), k);
+        let (mut root, mut input) = contexts(&be);
+        let (a, buf) = repacked_weight(&mut root, Q4_0, [k as i64, m as i64, 1], &qa).expect("ggml repacks Q4_0");
+        let ids = upload_i32(&mut input, &[2], &[0, 1]);
+        let r = root.get_rows(a, ids).unwrap();
+        let cpu = unsafe { sys::ggml_backend_dev_by_type(sys::GGML_BACKEND_DEVICE_TYPE_CPU) };
+        assert!(!unsafe { sys::ggml_backend_dev_supports_op(cpu, r.as_ptr()) }, "get_rows of ggml's q4_0_8x8 layout offered");
+        drop(root);
+        drop(input);
+        unsafe { sys::ggml_backend_buffer_free(buf) };
+    }
+}

@@ -69,6 +69,16 @@ fn converts_whole(t: Tensor, cpu_dev: sys::ggml_backend_dev_t) -> bool {
     }
 }
 
+/// The group size every target takes pieces of (see
+/// `sys::ggml_repack_rs_piece_bytes`), or 0 if any must be written whole.
+fn piece_bytes(targets: &[Tensor]) -> usize {
+    let sizes: Vec<usize> = targets.iter().map(|t| unsafe { sys::ggml_repack_rs_piece_bytes(t.as_ptr()) }).collect();
+    match sizes.first() {
+        Some(&g) if g > 0 && sizes.iter().all(|&s| s == g) => g,
+        _ => 0,
+    }
+}
+
 /// How one piece of the file reaches its tensors.
 #[derive(Clone, Copy)]
 enum Dest {
@@ -116,19 +126,24 @@ fn plan(infos: &[TensorInfo], sources: &[Vec<Tensor>]) -> Vec<Piece> {
         } else {
             Dest::Set
         };
-        if let Dest::Whole = dest {
+        // A weight our CPU kernels repacked takes pieces of whole 16-row
+        // groups (no staging of a large tensor whole: a tied embedding
+        // table is a third of Gemma 3's bytes).
+        let group = if let Dest::Whole = dest { piece_bytes(targets) } else { 0 };
+        if let (Dest::Whole, 0) = (dest, group) {
             pieces.push(Piece { tensor: i, off: 0, len: size, dest });
             continue;
         }
+        let (dest, step) = if group > 0 { (Dest::Set, (CHUNK / group).max(1) * group) } else { (dest, CHUNK) };
         let mut off = 0usize;
         while off < size {
-            let mut end = (off + CHUNK).min(size);
+            let mut end = (off + step).min(size);
             if let Dest::Host(p) = dest {
                 // Move the cut back to a huge-page boundary of the
                 // destination when one lies in the piece's second half.
                 let addr = p as usize + end;
                 let cut = addr / HUGE * HUGE - p as usize;
-                if end < size && cut > off + CHUNK / 2 {
+                if end < size && cut > off + step / 2 {
                     end = cut;
                 }
             }

@@ -137,7 +137,11 @@ impl BuftChooser {
     /// type): ggml's scheduler offloads an op whose weight is in a host
     /// buffer to the GPU for batches of 32 rows and more (prompts), which a
     /// repacked weight, in a buffer that is not host, cannot be.
-    pub fn cpu_buft_for(&self, info: &TensorInfo, candidate: bool) -> sys::ggml_backend_buffer_type_t {
+    ///
+    /// `rows`: the weight is also read with GET_ROWS (tied embeddings, the
+    /// input and the output head in one tensor); a buffer type takes it
+    /// only if it can do both (our repacked layouts can, ggml's cannot).
+    pub fn cpu_buft_for(&self, info: &TensorInfo, candidate: bool, rows: bool) -> sys::ggml_backend_buffer_type_t {
         if !candidate || (self.extra.is_empty() && self.offload.is_none()) || self.probe.is_null() || !(info.n_dims == 2 || info.n_dims == 3) {
             return self.cpu_buft;
         }
@@ -158,6 +162,12 @@ impl BuftChooser {
                 let ids = sys::ggml_new_tensor_2d(self.probe, sys::GGML_TYPE_I32, used, 32);
                 sys::ggml_mul_mat_id(self.probe, w, x, ids)
             };
+            let get_rows = if rows && info.n_dims == 2 {
+                let ids = sys::ggml_new_tensor_1d(self.probe, sys::GGML_TYPE_I32, 32);
+                sys::ggml_get_rows(self.probe, w, ids)
+            } else {
+                std::ptr::null_mut()
+            };
             // Devices decide from the weight's buffer type, so give the
             // probe weight an empty buffer of the type in question.
             let supports = |dev: sys::ggml_backend_dev_t, buft: sys::ggml_backend_buffer_type_t| {
@@ -166,7 +176,9 @@ impl BuftChooser {
                     return false;
                 }
                 (*w).buffer = buf;
-                let ok = sys::ggml_backend_dev_supports_op(dev, op) && sys::ggml_backend_buft_get_alloc_size(buft, w) > 0;
+                let ok = sys::ggml_backend_dev_supports_op(dev, op)
+                    && (!rows || (!get_rows.is_null() && sys::ggml_backend_dev_supports_op(dev, get_rows)))
+                    && sys::ggml_backend_buft_get_alloc_size(buft, w) > 0;
                 (*w).buffer = std::ptr::null_mut();
                 sys::ggml_backend_buffer_free(buf);
                 ok
@@ -238,8 +250,12 @@ pub(crate) fn create(gguf: &Gguf, blocks: usize, t: &Targets, memory: &mut Memor
                     }
                 }
             }
+            // Tied embeddings whose output head stays on the CPU: one
+            // tensor for the input's get_rows and the head's matmul, which
+            // may be repacked for the matmul if the layout can do both.
+            let tied = !has_output && target.name == "token_embd.weight" && t.layout.layer_devices.get(blocks).copied().flatten().is_none();
             let (device, layer, candidate) = match target.slot {
-                Slot::Input => (t.cpu_device, None, false),
+                Slot::Input => (t.cpu_device, None, tied),
                 Slot::Layer(l) => {
                     let dev = t.layout.layer_devices.get(l).copied().flatten();
                     let expert_on_cpu = placement::is_expert_tensor(&target.name) && t.layout.cpu_expert_layers.contains(&l);
@@ -250,7 +266,7 @@ pub(crate) fn create(gguf: &Gguf, blocks: usize, t: &Targets, memory: &mut Memor
                 }
             };
             let buft = if device == t.cpu_device {
-                t.chooser.cpu_buft_for(info, candidate)
+                t.chooser.cpu_buft_for(info, candidate, tied)
             } else {
                 (t.device_buft)(device).ok_or_else(|| Error::invalid(format!("layer placement: device {device} is not usable")))?
             };
