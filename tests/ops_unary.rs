@@ -528,3 +528,38 @@ fn c_abi_unary_ops_compute_and_report_errors() {
         ggml_rs_backend_free(be);
     }
 }
+
+/// gelu and its gated form (geglu) look each value up in ggml's f16 table;
+/// with AVX-512 our patch does 16 values at a time
+/// (scripts/patches/20-cpu-gelu-table.sh). Each value must come out as the
+/// scalar loop gives it: rows of 15 (all scalar) against the same values in
+/// rows of 64 (vector blocks), bit for bit, over -12..12 (both cut-offs at
+/// ±10 and the table between), with a NaN in one block (left to the scalar
+/// loop) and exact ±10.
+#[test]
+fn gelu_table_blocks_match_the_scalar_loop() {
+    let be = backend();
+    let mut rng = Rng::new(77);
+    let n = 15 * 64;
+    let mut x: Vec<f32> = (0..n).map(|_| rng.f32() * 24.0 - 12.0).collect();
+    let g: Vec<f32> = (0..n).map(|_| rng.f32() * 4.0 - 2.0).collect();
+    x[100] = f32::NAN;
+    x[7] = 10.0;
+    x[8] = -10.0;
+    x[200] = 9.999;
+    x[201] = -9.999;
+    for gated in [false, true] {
+        let mut outs = Vec::new();
+        for row in [15i64, 64] {
+            let (mut root, mut input) = contexts(&be);
+            let shape = [row, n as i64 / row];
+            let a = upload(&mut input, F32, &shape, &x);
+            let up = if gated { Some(upload(&mut input, F32, &shape, &g)) } else { None };
+            let y = root.gelu(a, up).unwrap();
+            outs.push(eval(&mut root, y));
+        }
+        for (i, (s, v)) in outs[0].iter().zip(&outs[1]).enumerate() {
+            assert!(s.to_bits() == v.to_bits() || (s.is_nan() && v.is_nan()), "gelu gated {gated}: element {i} (x = {}): scalar {s}, blocks {v}", x[i]);
+        }
+    }
+}
