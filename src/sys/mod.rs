@@ -11,14 +11,19 @@ include!("bindings.rs");
 /// scripts/patches/03-cpu-row-id-errors.sh; ggml's own flags use bits 0-4).
 pub const GGML_RS_FLAG_BAD_ROW_ID: i32 = 1 << 30;
 
-extern "C" {
-    /// The bytes of one 16-row group of a weight that our CPU kernels hold
-    /// repacked (scripts/patches/13-cpu-r16.sh), or 0: such a weight may be
-    /// written in pieces of whole groups; any other repacked weight must be
-    /// written whole.
-    ///
-    /// cbindgen:ignore
-    pub fn ggml_repack_rs_piece_bytes(t: *const ggml_tensor) -> usize;
+/// Functions our ggml patches add (not in ggml's headers, not our C ABI).
+///
+/// cbindgen:ignore
+pub mod patched {
+    use super::*;
+
+    extern "C" {
+        /// The bytes of one 16-row group of a weight that our CPU kernels
+        /// hold repacked (scripts/patches/13-cpu-r16.sh), or 0: such a
+        /// weight may be written in pieces of whole groups; any other
+        /// repacked weight must be written whole.
+        pub fn ggml_repack_rs_piece_bytes(t: *const ggml_tensor) -> usize;
+    }
 }
 
 /// Mirrors of ggml's internal buffer structs (`src/ggml-backend-impl.h` of

@@ -70,9 +70,9 @@ fn converts_whole(t: Tensor, cpu_dev: sys::ggml_backend_dev_t) -> bool {
 }
 
 /// The group size every target takes pieces of (see
-/// `sys::ggml_repack_rs_piece_bytes`), or 0 if any must be written whole.
+/// `sys::patched::ggml_repack_rs_piece_bytes`), or 0 if any must be written whole.
 fn piece_bytes(targets: &[Tensor]) -> usize {
-    let sizes: Vec<usize> = targets.iter().map(|t| unsafe { sys::ggml_repack_rs_piece_bytes(t.as_ptr()) }).collect();
+    let sizes: Vec<usize> = targets.iter().map(|t| unsafe { sys::patched::ggml_repack_rs_piece_bytes(t.as_ptr()) }).collect();
     match sizes.first() {
         Some(&g) if g > 0 && sizes.iter().all(|&s| s == g) => g,
         _ => 0,
