@@ -471,6 +471,16 @@ fn get_rows_of_a_repacked_matrix_is_ggmls() {
         };
         let ids = upload_i32(&mut input, &[ids_list.len() as i64], &ids_list);
         let r = root.get_rows(a, ids).unwrap();
+        let cpu = unsafe { sys::ggml_backend_dev_by_type(sys::GGML_BACKEND_DEVICE_TYPE_CPU) };
+        if !unsafe { sys::ggml_backend_dev_supports_op(cpu, r.as_ptr()) } {
+            // Without our kernels (no AVX-512 VNNI) ggml holds Q4_0 in its
+            // own 8-row layout, which cannot give rows back: not offered.
+            assert!(!repacks(), "{}: get_rows of our repacked layout not offered", type_name(ty));
+            drop(root);
+            drop(input);
+            unsafe { sys::ggml_backend_buffer_free(buf) };
+            continue;
+        }
         let got = eval(&mut root, r);
         assert_bits_equal(&format!("{} get_rows (repacked)", type_name(ty)), &got, &plain);
         // An id out of range, written after the graph is built.
