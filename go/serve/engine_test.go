@@ -131,9 +131,17 @@ func TestEngineMatchesAlone(t *testing.T) {
 			}
 			var mu sync.Mutex
 			rows := map[*genRequest][][]float32{}
+			// The client that leaves does so once 3 tokens were sampled:
+			// cancelled from the engine's own loop, before it computes the
+			// next step, so a fast machine cannot finish the job first.
+			leaves := map[int]context.CancelFunc{} // by prompt length and first token
+			key := func(p []int32) int { return len(p)<<20 | int(p[0]) }
 			e.observe = func(r *genRequest, l []float32) {
 				mu.Lock()
 				rows[r] = append(rows[r], append([]float32(nil), l...))
+				if cancel := leaves[key(r.prompt)]; cancel != nil && len(rows[r]) == 3 {
+					cancel()
+				}
 				mu.Unlock()
 			}
 			e.start()
@@ -182,24 +190,9 @@ func TestEngineMatchesAlone(t *testing.T) {
 				wg.Add(1)
 				ctx, cancel := context.WithCancel(context.Background())
 				if j.cancel {
-					// Leaves once 3 tokens were sampled.
-					go func() {
-						for {
-							time.Sleep(time.Millisecond)
-							mu.Lock()
-							n := 0
-							for r, rs := range rows {
-								if len(r.prompt) == len(j.prompt) && r.prompt[0] == j.prompt[0] {
-									n = len(rs)
-								}
-							}
-							mu.Unlock()
-							if n >= 3 {
-								cancel()
-								return
-							}
-						}
-					}()
+					mu.Lock()
+					leaves[key(j.prompt)] = cancel
+					mu.Unlock()
 				}
 				go func() {
 					defer wg.Done()
