@@ -8,6 +8,7 @@ use ggml_rs::ml::{data, Backend, BackendParams, Context, ErrorKind};
 use ggml_rs::sys;
 
 const Q4_0: u32 = sys::GGML_TYPE_Q4_0;
+const Q4_K: u32 = sys::GGML_TYPE_Q4_K;
 
 /// A small llama-like model: 3 layers, tied embeddings, rope_freqs.
 fn model_file(dir: &std::path::Path) -> (String, Writer) {
@@ -380,36 +381,42 @@ fn a_large_repacked_q4_0_weight_loads_whole() {
     // Over 8 MiB, the loader's piece size: ggml's repacking layouts must get
     // a tensor in one write (ggml asserts offset == 0), ours (rows a multiple
     // of 16, where the build has our kernels) take pieces of whole 16-row
-    // groups. One weight of each: 4096 rows (ours, or ggml's where our
-    // kernels are not built) and 4104 (8 modulo 16: ggml's q4_0_8x8).
+    // groups. One weight of each for Q4_0 and Q4_K: 4096 rows (ours, or
+    // ggml's where our kernels are not built) and 4104 (8 modulo 16:
+    // ggml's q4_0_8x8, q4_K_8x8).
     let dir = tmpdir("bigq4");
     let k = 4096i64;
-    let weights = [("blk.0.ffn_up.weight", 4096i64), ("blk.0.ffn_down.weight", 4104)];
+    let weights = [
+        ("blk.0.ffn_up.weight", Q4_0, 4096i64),
+        ("blk.0.ffn_down.weight", Q4_0, 4104),
+        ("blk.0.attn_q.weight", Q4_K, 4096),
+        ("blk.0.attn_k.weight", Q4_K, 4104),
+    ];
     let mut w = Writer::new()
         .kv("general.architecture", Value::Str("test".into()))
         .kv("test.block_count", Value::U32(1))
         .tensor("token_embd.weight", F32, &[64, 4]);
-    for (i, &(name, n)) in weights.iter().enumerate() {
-        // Real Q4_0 data (ggml's quantizer), so every row is a usable check.
+    for (i, &(name, ty, n)) in weights.iter().enumerate() {
+        // Real data (ggml's quantizer), so every row is a usable check.
         let src = Rng::new(9 + i as u64).vec((k * n) as usize);
-        let mut q = vec![0u8; (k * n / 32 * 18) as usize];
-        unsafe { sys::ggml_quantize_chunk(Q4_0, src.as_ptr(), q.as_mut_ptr().cast(), 0, n, k, std::ptr::null()) };
-        w = w.tensor_spec(common::gguf_write::TensorSpec { name: name.as_bytes().to_vec(), dtype: Q4_0, ne: vec![k, n], n_dims: None, offset: None, data: Some(q) });
+        let mut q = vec![0u8; unsafe { sys::ggml_row_size(ty, k) } * n as usize];
+        unsafe { sys::ggml_quantize_chunk(ty, src.as_ptr(), q.as_mut_ptr().cast(), 0, n, k, std::ptr::null()) };
+        w = w.tensor_spec(common::gguf_write::TensorSpec { name: name.as_bytes().to_vec(), dtype: ty, ne: vec![k, n], n_dims: None, offset: None, data: Some(q) });
     }
     let path = dir.join("big.gguf");
     let written = w.write_to(&path).unwrap();
     let b = Backend::open(Some(path.to_str().unwrap()), &params(true), &Layout::default()).unwrap();
     b.load(&mut |_| true).unwrap();
     let g = b.gguf().unwrap();
-    for &(name, n) in &weights {
+    for &(name, ty, n) in &weights {
         let buft = b.placements().into_iter().find(|p| p.0 == name).unwrap().1;
-        println!("{name} ({} MiB) in {buft}", k * n / 32 * 18 >> 20);
+        println!("{name} ({} MiB) in {buft}", (unsafe { sys::ggml_row_size(ty, k) } * n as usize) >> 20);
         let (i, info) = g.tensors().iter().enumerate().find(|(_, t)| t.name == name).unwrap();
         let start = written.data_offset + written.tensor_offsets[i] as usize;
         let raw = &written.bytes[start..start + info.size as usize];
         let mut deq = vec![0f32; (k * n) as usize];
         unsafe {
-            let tr = &*sys::ggml_get_type_traits(Q4_0);
+            let tr = &*sys::ggml_get_type_traits(ty);
             (tr.to_float.unwrap())(raw.as_ptr().cast(), deq.as_mut_ptr(), deq.len() as i64);
         }
         let x = Rng::new(5).vec(k as usize);
@@ -417,7 +424,8 @@ fn a_large_repacked_q4_0_weight_loads_whole() {
         let xt = upload(&mut root.input(), F32, &[k, 1], &x);
         let y = root.mul_mat(b.get(name).unwrap(), xt).unwrap();
         let got = eval(&mut root, y);
-        // As in weights_compute_like_their_data: x is quantized to q8_0.
+        // As in weights_compute_like_their_data: x is quantized to q8_0
+        // (q8_K for Q4_K: a step of at most max|x|/127 too).
         let xmax = x.iter().fold(0f32, |m, v| m.max(v.abs()));
         let mut checked = 0;
         for r in 0..n as usize {

@@ -1,28 +1,35 @@
-//! Q8_0, Q4_0, Q5_0 and Q4_1 weights in the CPU's repacking buffer type (ggml's
-//! CPU_REPACK), differential against ggml's own kernels for them and a
-//! naive f64 reference, for mul_mat and mul_mat_id.
+//! Q8_0, Q4_0, Q5_0, Q4_1 and Q4_K weights in the CPU's repacking buffer
+//! type (ggml's CPU_REPACK), differential against ggml's own kernels for
+//! them and a naive f64 reference, for mul_mat and mul_mat_id.
 //!
 //! Where the build targets AVX-512 VNNI, such matrices of 16k rows are
 //! repacked 16 rows at a time and multiplied by our kernels
 //! (scripts/patches/13-cpu-r16.inc); elsewhere ggml keeps Q8_0, Q5_0 and
-//! Q4_1 as they are and repacks Q4_0 8 rows at a time (q4_0_8x8, on any x86
-//! with AVX2), and these tests check those paths the same way.
+//! Q4_1 as they are and repacks Q4_0 and Q4_K 8 rows at a time (q4_0_8x8,
+//! q4_K_8x8, on any x86 with AVX2), and these tests check those paths the
+//! same way.
 //!
 //! ggml's own kernel, the one whose floats ours must give: for Q8_0, Q5_0
-//! and Q4_1 the default buffer's (tinyBLAS, vec_dot); for Q4_0 its q4_0_8x8
-//! (what llama.cpp runs for such matrices on x86), taken on the same
-//! matrix with 8 more rows, which ours does not take (not 16k rows).
+//! and Q4_1 the default buffer's (tinyBLAS, vec_dot); for Q4_0 and Q4_K its
+//! repacked ones (what llama.cpp runs for such matrices on x86), taken on
+//! the same matrix with 8 more rows, which ours does not take (not 16k
+//! rows). For Q4_K that kernel sums a mul_mat's rows of b in two orders
+//! (four rows at a time, or one) with two quantizers of b; the shapes below
+//! take both.
 //!
 //! Tolerances (|got - want| <= atol + rtol*|want|):
 //! * against dequant(a)·dequant(convert(b)) with ggml-cpu's own quantizer
-//!   of b (Q8_0 for Q8_0, Q8_1 for Q4_1: the values both paths multiply):
+//!   of b (Q8_0 for Q8_0, Q8_1 for Q4_1, Q8_K for Q4_K: the values both
+//!   paths multiply):
 //!   atol 1e-4·√K/8 + rtol 1e-5 for Q8_0, where each block's integer sum
 //!   is exact and only the f32 sums over blocks round (observed at most
 //!   1.6e-5 at K = 1024, outputs O(20)); for Q4_1 the reference takes the
 //!   activations' block sums as ggml does, as Q8_1 stores them (`s`, an
-//!   f16, times each row's min);
-//! * against the default buffer's result: bit-identical. The kernels sum
-//!   in the order of ggml's x86 kernels (tinyBLAS, vec_dot), which is what
+//!   f16, times each row's min); Q4_K within the same (observed 3.3e-5
+//!   at K = 1024);
+//! * against ggml's own kernel's result: bit-identical. The kernels sum
+//!   in the order of ggml's x86 kernels (tinyBLAS, vec_dot, q4_0_8x8,
+//!   q4_K_8x8), which is what
 //!   keeps the models' logits identical to llama.cpp's; an f32 sum in any
 //!   other order moves the logits of the Q8_0 parity models by up to 0.2
 //!   (a rounding flip in one activation's quantization grows layer after
@@ -38,6 +45,16 @@ const Q4_0: u32 = sys::GGML_TYPE_Q4_0;
 const Q5_0: u32 = sys::GGML_TYPE_Q5_0;
 const Q4_1: u32 = sys::GGML_TYPE_Q4_1;
 const Q8_1: u32 = sys::GGML_TYPE_Q8_1;
+const Q4_K: u32 = sys::GGML_TYPE_Q4_K;
+const Q8_K: u32 = sys::GGML_TYPE_Q8_K;
+
+/// Whether ggml itself repacks `ty` (q4_0_8x8, q4_K_8x8 on x86 with AVX2):
+/// then its floats are those of that kernel, taken here on the same matrix
+/// with 8 more rows (which ours does not take, not 16k rows); for the
+/// other types those of the default buffer (tinyBLAS, vec_dot).
+fn ggml_repacks(ty: u32) -> bool {
+    ty == Q4_0 || ty == Q4_K
+}
 
 fn type_name(ty: u32) -> &'static str {
     ggml_rs::ml::tensor::type_name(ty)
@@ -52,6 +69,17 @@ fn quantize(ty: u32, vals: &[f32], k: usize) -> Vec<u8> {
 }
 
 fn dequantize(ty: u32, bytes: &[u8], n: usize) -> Vec<f32> {
+    if ty == Q8_K {
+        // Nor for Q8_K: {f32 d; i8 qs[256]; i16 bsums[16]}, value d*qs[i].
+        return bytes
+            .chunks(292)
+            .flat_map(|b| {
+                let d = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+                b[4..260].iter().map(move |&q| d * (q as i8) as f32)
+            })
+            .take(n)
+            .collect();
+    }
     if ty == Q8_1 {
         // ggml has no to_float for Q8_1: {f16 d; f16 s; i8 qs[32]}, value d*qs[i].
         return bytes
@@ -216,14 +244,14 @@ fn check_mul_mat_q(ty: u32, rng: &mut Rng, qa: Vec<u8>, k: usize, m: usize, n: u
     drop(root);
     drop(input);
     unsafe { sys::ggml_backend_buffer_free(buf) };
-    let ggml = if ty != Q4_0 {
+    let ggml = if !ggml_repacks(ty) {
         plain
     } else {
         let (mut root, mut input) = contexts(&be);
-        let (a, buf) = repacked_weight(&mut root, ty, [k as i64, m as i64 + 8, 1], &eight_more_rows(ty, &qa, k, m, 1)).expect("ggml repacks Q4_0");
-        // b contiguous: ggml's q4_0_8x8 quantizes 4 rows of b at a time as
-        // if they were (ggml_quantize_mat_t from row i11, stride ne10), so
-        // with padded rows it reads the wrong values.
+        let (a, buf) = repacked_weight(&mut root, ty, [k as i64, m as i64 + 8, 1], &eight_more_rows(ty, &qa, k, m, 1)).expect("ggml repacks it");
+        // b contiguous: ggml's q4_0_8x8 and q4_K_8x8 quantize 4 rows of b
+        // at a time as if they were (ggml_quantize_mat_t from row i11,
+        // stride ne10), so with padded rows they read the wrong values.
         let b = upload(&mut input, F32, &[k as i64, n as i64, planes as i64], &bv);
         let c = root.mul_mat(a, b).unwrap();
         let out = first_rows(&eval(&mut root, c), m);
@@ -310,6 +338,35 @@ fn mul_mat_repacked_matches_ggml_and_reference() {
         }
     }
     check_mul_mat_q(Q5_0, &mut Rng::new(33), qa, 128, 16, 6, 1, false);
+    // Q4_K (K a multiple of 256): ggml's repacked kernel sums a mul_mat's
+    // rows of b four at a time, pair of sub-blocks by pair, but the last
+    // n % 4 rows of each plane (and every row of a mul_mat_id) one
+    // super-block at a time, each kind quantized by its own quantizer: 1-3
+    // rows (all of the second kind), 5-17 (both), planes of 5 and 6.
+    for (i, (k, m, n, planes)) in
+        [(256, 16, 1, 1), (512, 64, 2, 1), (256, 32, 3, 1), (256, 32, 4, 1), (512, 32, 5, 1), (256, 48, 7, 1), (256, 32, 9, 1), (768, 32, 17, 1), (256, 16, 5, 3), (512, 32, 6, 2), (1024, 48, 70, 1), (512, 256, 130, 1)]
+            .into_iter()
+            .enumerate()
+    {
+        check_mul_mat(Q4_K, 40 + i as u64, k, m, n, planes);
+    }
+    if repacks() {
+        // (ggml's own misreads b's padded rows: ours only.)
+        check_mul_mat_q(Q4_K, &mut Rng::new(54), quantize(Q4_K, &Rng::new(55).vec(512 * 32), 512), 512, 32, 11, 2, true);
+    }
+    check_mul_mat(Q4_K, 56, 256, 24, 9, 1); // 24 rows: ggml's 8-row layout
+    // Every nibble in every position, all 6-bit scales and mins, negative
+    // super-block scales.
+    let mut qa = quantize(Q4_K, &Rng::new(57).vec(512 * 32).iter().map(|x| x - 0.3).collect::<Vec<_>>(), 512);
+    for (i, blk) in qa.chunks_mut(144).enumerate() {
+        if i % 3 == 1 {
+            blk[1] ^= 0x80; // d's sign
+        }
+        for (j, q) in blk.iter_mut().enumerate().skip(4) {
+            *q = ((i * 7 + j * 13) % 256) as u8;
+        }
+    }
+    check_mul_mat_q(Q4_K, &mut Rng::new(58), qa, 512, 32, 6, 1, false);
     assert!(!repacks() || extra_buffer_type("CPU_REPACK").is_some());
 }
 
@@ -371,19 +428,19 @@ fn check_mul_mat_id(ty: u32, seed: u64, k: usize, m: usize, e: usize, u: usize, 
     drop(root);
     drop(input);
     unsafe { sys::ggml_backend_buffer_free(buf) };
-    if ty == Q4_0 && repeat {
-        // ggml's q4_0_8x8 mul_mat_id keeps at most one row per token for
+    if ggml_repacks(ty) && repeat {
+        // ggml's repacked mul_mat_id keeps at most one row per token for
         // each expert (its row map has ne12 places per expert), so it loses
         // a repeated expert's second product: no reference of its floats
         // here, the naive one alone (ours takes every slot).
         assert_close(&format!("{what} (repacked)"), &got, &want, tol(ty, k), 1e-5);
         return;
     }
-    let ggml = if ty != Q4_0 {
+    let ggml = if !ggml_repacks(ty) {
         plain
     } else {
         let (mut root, mut input) = contexts(&be);
-        let (a, buf) = repacked_weight(&mut root, ty, [k as i64, m as i64 + 8, e as i64], &eight_more_rows(ty, &qa, k, m, e)).expect("ggml repacks Q4_0");
+        let (a, buf) = repacked_weight(&mut root, ty, [k as i64, m as i64 + 8, e as i64], &eight_more_rows(ty, &qa, k, m, e)).expect("ggml repacks it");
         let out = first_rows(&run(&mut root, &mut input, a), m);
         drop(root);
         drop(input);
@@ -409,6 +466,13 @@ fn mul_mat_id_repacked_matches_ggml_and_reference() {
         check_mul_mat_id(ty, 35, 512, 64, 32, 1, 1, 3, false);
         check_mul_mat_id(ty, 36, 64, 8, 4, 2, 2, 5, false); // 8 rows: not ours
     }
+    check_mul_mat_id(Q4_K, 37, 256, 16, 4, 2, 1, 1, false);
+    check_mul_mat_id(Q4_K, 38, 512, 32, 8, 4, 4, 37, false);
+    check_mul_mat_id(Q4_K, 39, 256, 48, 16, 2, 1, 30, false);
+    if repacks() {
+        check_mul_mat_id(Q4_K, 40, 256, 16, 4, 3, 3, 9, true);
+    }
+    check_mul_mat_id(Q4_K, 41, 256, 8, 4, 2, 2, 5, false); // 8 rows: not ours
 }
 
 /// An expert id out of range, computed in the graph (host ids are checked
@@ -460,8 +524,8 @@ fn mul_mat_id_repacked_bad_id_is_an_error() {
 fn get_rows_of_a_repacked_matrix_is_ggmls() {
     let be = backend();
     let ids_list: Vec<i32> = vec![0, 47, 16, 15, 16, 3, 31, 32, 0];
-    for ty in [Q8_0, Q5_0, Q4_0, Q4_1] {
-        let (k, m) = (96usize, 48usize);
+    for ty in [Q8_0, Q5_0, Q4_0, Q4_1, Q4_K] {
+        let (k, m) = (if ty == Q4_K { 512 } else { 96usize }, 48usize);
         let qa = quantize(ty, &Rng::new(50 + ty as u64).vec(k * m), k);
         let plain = {
             let (mut root, mut input) = contexts(&be);

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Q8_0, Q4_0 and Q4_1 weights repacked 16 rows at a time, with AVX-512 VNNI
-# kernels for MUL_MAT and MUL_MAT_ID (issue 27: three quarters of the
-# hybrid MoE prefill was Q8_0 products, SmolLM2's real weights are Q4_1,
-# and ggml's x86 path takes each weight row against each activation row).
+# Q8_0, Q5_0, Q4_0, Q4_1 and Q4_K weights repacked 16 rows at a time, with
+# AVX-512 VNNI kernels for MUL_MAT and MUL_MAT_ID (issue 27: three quarters
+# of the hybrid MoE prefill was Q8_0 products, SmolLM2's real weights are
+# Q4_1, Gemma 3's Q5_0 and Q4_K, and ggml's x86 path takes each weight row
+# against each activation row or widens byte products to 16 bits).
 # The kernels are ours, in 13-cpu-r16.inc beside this script, which says
 # how they work; this script copies it next to ggml-cpu/repack.cpp and
 # makes repack.cpp's choice of layout offer it first for those types.
