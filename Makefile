@@ -347,6 +347,11 @@ BENCH_TYPES ?= f16 q8_0 q4_0
 BENCH_ARCHS ?= qwen3 llama qwen2 qwen35moe gpt-oss gemma2 gemma3 gemma3n olmo3 mistral3 lfm2 lfm2moe deepseek2 glm4moelite llama4 nemotron_h nemotron_h_moe
 BENCH_MODELS := $(foreach a,$(BENCH_ARCHS),$(foreach t,$(BENCH_TYPES),.cache/models/$(a)-bench-$(t).gguf))
 BENCH_ARGS ?= -p 512 -n 128 -r 3
+# The K-quant mix most files on the hub use (Q4_K_M: Q4_K with Q6_K for some
+# tensors, issue 27's K-quant rows) of the dense and hybrid bench models,
+# written from their F16 files by our quantize (byte for byte
+# llama-quantize's).
+KQUANT_MODELS := $(foreach a,qwen3 qwen35moe,.cache/models/$(a)-bench-q4_k_m.gguf)
 # Speculative decoding (MTP head, oracle drafts) on the Qwen3.5 bench models.
 SPEC_TYPES ?= q8_0 q4_0
 SPEC_MODELS := $(foreach a,qwen35moe qwen35,$(foreach t,$(SPEC_TYPES),.cache/models/$(a)-bench-$(t).gguf))
@@ -492,12 +497,17 @@ quant-parity: llama-quantize runner $(SMALL_MODELS) $(MINILM_GGUF)
 $(sort $(BENCH_MODELS) $(SPEC_MODELS) $(SERVE_MODELS)): | $(PY_STAMP)
 	$(PY) scripts/gen-models.py --size bench --arch $(call model_arch,$@) --types $(call model_type,$@)
 
+$(KQUANT_MODELS): .cache/models/%-bench-q4_k_m.gguf: .cache/models/%-bench-f16.gguf
+	$(MAKE) --no-print-directory runner
+	$(RUNNER) quantize -q -type Q4_K_M $< $@
+
 # Ours and llama.cpp on the same bench-size models and threads, one run:
-# prompt processing and generation (the generated models, then the real
-# SmolLM2 Q4_1 and Gemma 3 Q4_K_M), then speculative decoding.
-bench: $(LLAMA_REF) $(BENCH_MODELS) $(SPEC_MODELS) $(SMOLLM2) $(GEMMA3)
+# prompt processing and generation (the generated models, their Q4_K_M
+# mixes, then the real SmolLM2 Q4_1 and Gemma 3 Q4_K_M), then speculative
+# decoding.
+bench: $(LLAMA_REF) $(BENCH_MODELS) $(KQUANT_MODELS) $(SPEC_MODELS) $(SMOLLM2) $(GEMMA3)
 	$(MAKE) runner || echo "bench: the runner did not build; the reference alone"
-	python3 scripts/bench.py $(BENCH_ARGS) -t $(BENCH_THREADS) $(if $(wildcard $(IK_REF)),--ik $(IK_REF)) $(BENCH_MODELS) $(SMOLLM2) $(GEMMA3)
+	python3 scripts/bench.py $(BENCH_ARGS) -t $(BENCH_THREADS) $(if $(wildcard $(IK_REF)),--ik $(IK_REF)) $(BENCH_MODELS) $(KQUANT_MODELS) $(SMOLLM2) $(GEMMA3)
 	python3 scripts/bench-spec.py $(SPEC_ARGS) -t $(BENCH_THREADS) $(SPEC_MODELS)
 	python3 scripts/bench-quant.py $(QUANT_ARGS) -t $(BENCH_THREADS) $(BENCH_MODELS)
 
