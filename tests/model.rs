@@ -377,7 +377,7 @@ fn auto_flash_attention_asks_the_devices() {
 }
 
 #[test]
-fn a_large_repacked_q4_0_weight_loads_whole() {
+fn large_repacked_q4_0_and_q4_k_weights_load() {
     // Over 8 MiB, the loader's piece size: ggml's repacking layouts must get
     // a tensor in one write (ggml asserts offset == 0), ours (rows a multiple
     // of 16, where the build has our kernels) take pieces of whole 16-row

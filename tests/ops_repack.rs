@@ -481,14 +481,25 @@ fn mul_mat_id_repacked_matches_ggml_and_reference() {
 /// graph computes the right numbers.
 #[test]
 fn mul_mat_id_repacked_bad_id_is_an_error() {
+    // Q8_0, and Q4_K (its own quantization of b for mul_mat_id) where our
+    // kernels take it (ggml's own q4_K_8x8 elsewhere).
+    for (ty, k) in [(Q8_0, 64usize), (Q4_K, 256)] {
+        if ty == Q4_K && !repacks() {
+            continue;
+        }
+        check_bad_ids(ty, k);
+    }
+}
+
+fn check_bad_ids(ty: u32, k: usize) {
     let be = backend();
-    let (k, m, e) = (64usize, 16usize, 4usize);
+    let (m, e) = (16usize, 4usize);
     let mut rng = Rng::new(40);
     let av = rng.vec(k * m * e);
     let bv = rng.vec(k * 2);
-    let qa = quantize(Q8_0, &av, k);
+    let qa = quantize(ty, &av, k);
     let (mut root, mut input) = contexts(&be);
-    let Some((a, buf)) = repacked_weight(&mut root, Q8_0, [k as i64, m as i64, e as i64], &qa) else {
+    let Some((a, buf)) = repacked_weight(&mut root, ty, [k as i64, m as i64, e as i64], &qa) else {
         assert!(!repacks());
         return;
     };
@@ -503,11 +514,11 @@ fn mul_mat_id_repacked_bad_id_is_an_error() {
         data::write(ids, &[1i32, 3].iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<_>>(), "t").unwrap();
         root.compute(&[out]).unwrap();
         let got = data::read_f32(out, "t").unwrap();
-        let a_deq = dequantize(Q8_0, &qa, av.len());
-        let bq = as_operand(Q8_0, &bv, k);
+        let a_deq = dequantize(ty, &qa, av.len());
+        let bq = as_operand(ty, &bv, k);
         let mut want = naive_mm(&a_deq[m * k..][..m * k], k, m, &bq[..k], 1);
         want.extend(naive_mm(&a_deq[3 * m * k..][..m * k], k, m, &bq[k..], 1));
-        assert_close("after fixing the ids", &got, &want, tol(Q8_0, k), 1e-5);
+        assert_close(&format!("{} after fixing the ids", type_name(ty)), &got, &want, tol(ty, k), 1e-5);
     }
     drop(root);
     drop(input);
