@@ -510,6 +510,12 @@ size_t ggml_rs_backend_max_graph_nodes(const struct ggml_rs_backend *b);
 int32_t ggml_rs_backend_flash_attention(const struct ggml_rs_backend *b);
 
 /**
+ * Whether every device of the backend's scheduler is a CPU (then
+ * ggml_rs_gated_delta_net_in_place is available); false for NULL.
+ */
+bool ggml_rs_backend_cpu_only(const struct ggml_rs_backend *b);
+
+/**
  * Number of devices the backend's scheduler uses (CPU last); 0 for NULL.
  */
 size_t ggml_rs_backend_device_count(const struct ggml_rs_backend *b);
@@ -1714,6 +1720,27 @@ struct ggml_rs_tensor *ggml_rs_gated_delta_net(struct ggml_rs_context *ctx,
                                                int64_t snapshots,
                                                struct ggml_rs_tensor **out_state,
                                                struct ggml_rs_error *err);
+
+/**
+ * ggml_rs_gated_delta_net with one kept state, written over `state`
+ * itself: each head's state is updated where it is, with no copy into
+ * the output and none back (for `state` a view of a recurrent cache; the
+ * new state must replace the old one there). Same arguments and math;
+ * `state` must not be a weight, and the backend must compute on CPUs
+ * alone (ggml_rs_backend_cpu_only), else an error. The state is written
+ * when the graph computes, again at each compute of the same graph.
+ * Result: f32 `[S, H_v, T, n_seqs]` (o), a new
+ * tensor owned by ctx's family, or NULL with err set.
+ */
+struct ggml_rs_tensor *ggml_rs_gated_delta_net_in_place(struct ggml_rs_context *ctx,
+                                                        struct ggml_rs_tensor *q,
+                                                        struct ggml_rs_tensor *k,
+                                                        struct ggml_rs_tensor *v,
+                                                        struct ggml_rs_tensor *g,
+                                                        struct ggml_rs_tensor *beta,
+                                                        struct ggml_rs_tensor *state,
+                                                        bool interleaved,
+                                                        struct ggml_rs_error *err);
 
 /**
  * `a * a` element-wise. `a`: f32 or f16, any shape, with contiguous rows

@@ -609,6 +609,118 @@ fn snapshots_are_the_states_of_the_last_tokens() {
 }
 
 #[test]
+fn in_place_writes_the_fused_ops_new_state_over_the_old() {
+    // gated_delta_net_in_place (our patch 21: the CPU kernel updates the
+    // state where it is) against gated_delta_net on a copy of the same
+    // state: the same outputs, and the state tensor afterwards holds the
+    // fused op's new state, bit for bit. Head sizes 128 and 64 (the
+    // AVX-512 16-row path), 32 and 16 (the per-row loop), per-key gates
+    // (ggml's general loop); one token (decode) and seven; one and two
+    // sequences. Then a decode: tokens one graph at a time over the same
+    // state tensor, as a cache is used, against one call over them all.
+    let b = backend();
+    let cases = [
+        (128, 2, 4, 1, HeadRepeat::Interleaved, false),
+        (64, 1, 2, 2, HeadRepeat::Tiled, false),
+        (32, 2, 4, 1, HeadRepeat::Tiled, false),
+        (16, 2, 6, 2, HeadRepeat::Interleaved, false),
+        (16, 2, 2, 2, HeadRepeat::Tiled, true),
+    ];
+    for (ci, &(s, hk, hv, n, heads, kda)) in cases.iter().enumerate() {
+        for t in [1, 7] {
+            let d = Dims { s, hk, hv, t, n, kda };
+            let x = make_data(9000 + 10 * ci as u64 + t as u64, d, 0.5);
+            let what = format!("{d:?} {heads:?}");
+            let mut root = Context::new(&b, 4096).expect("context");
+            let mut input = root.input();
+            let i = upload_all(&mut input, &x);
+            let own = upload(&mut input, F32, &i.state.ne(), &x.state);
+            let (o, st) = fused(&mut root, &i, heads);
+            let o2 = root.gated_delta_net_in_place(i.q, i.k, i.v, i.g, i.beta, own, heads).expect("in place");
+            assert_eq!(o2.ne(), o.ne(), "{what}: out shape");
+            root.compute(&[o, st, o2]).expect("compute");
+            assert_eq!(read(o2), read(o), "{what}: outputs");
+            assert_eq!(read(own), read(st), "{what}: the state written in place");
+            assert_eq!(read(i.state), x.state, "{what}: the other op's state is left alone");
+        }
+    }
+
+    let d = Dims { s: 128, hk: 1, hv: 2, t: 5, n: 1, kda: false };
+    let x = make_data(9100, d, 0.5);
+    let mut root = Context::new(&b, 4096).expect("context");
+    let mut input = root.input();
+    let all = upload_all(&mut input, &x);
+    let (o_all, s_all) = fused(&mut root, &all, HeadRepeat::Interleaved);
+    root.compute(&[o_all, s_all]).expect("compute");
+    let cache = upload(&mut input, F32, &all.state.ne(), &x.state);
+    let mut outs = Vec::new();
+    for t in 0..d.t {
+        // A graph of its own per token (a context's graph holds every node
+        // built in it, and a compute runs them all: this op again too).
+        let mut step = Context::new(&b, 1024).expect("context");
+        let mut step_input = step.input();
+        let one = upload_all(&mut step_input, &tokens(&x, t, t + 1));
+        let o = step.gated_delta_net_in_place(one.q, one.k, one.v, one.g, one.beta, cache, HeadRepeat::Interleaved).unwrap();
+        step.compute(&[o]).expect("compute a token");
+        outs.extend(read(o));
+    }
+    assert_eq!(outs, read(o_all), "decode: outputs token by token");
+    assert_eq!(read(cache), read(s_all), "decode: the state after the last token");
+}
+
+#[test]
+fn in_place_checks_its_inputs_and_never_writes_a_weight() {
+    let b = backend();
+    let mut root = Context::new(&b, 1024).expect("context");
+    let mut input = root.input();
+    let d = Dims { s: 8, hk: 2, hv: 4, t: 3, n: 1, kda: false };
+    let x = make_data(9200, d, 0.5);
+    let i = upload_all(&mut input, &x);
+    let s16 = upload(&mut input, F16, &i.state.ne(), &x.state);
+    let e = root.gated_delta_net_in_place(i.q, i.k, i.v, i.g, i.beta, s16, HeadRepeat::Tiled).expect_err("f16 state");
+    assert_eq!(e.kind, ErrorKind::DType, "{}", e.message);
+    assert!(e.message.starts_with("gated_delta_net_in_place: state must be f32"), "{}", e.message);
+    let e = root.gated_delta_net_in_place(i.q, i.k, i.v, i.g, i.beta, i.v, HeadRepeat::Tiled).expect_err("shape");
+    assert!(e.message.starts_with("gated_delta_net_in_place: state must have shape [8,8,4]"), "{}", e.message);
+
+    // A model's weight as the state: refused, and the weight keeps its bytes.
+    let dir = std::env::temp_dir().join(format!("ggml-rs-deltanet-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("state.gguf");
+    common::gguf_write::Writer::new()
+        .kv("general.architecture", ggml_rs::ml::gguf::Value::Str("test".into()))
+        .kv("test.block_count", ggml_rs::ml::gguf::Value::U32(1))
+        .tensor("blk.0.ssm_state", F32, &[8, 8, 4])
+        .write_to(&path)
+        .unwrap();
+    let params = ggml_rs::ml::BackendParams { n_threads: 2, alloc_memory: true, ..Default::default() };
+    let mb = ggml_rs::ml::Backend::open(Some(path.to_str().unwrap()), &params, &Default::default()).unwrap();
+    mb.load(&mut |_| true).unwrap();
+    let w = mb.get("blk.0.ssm_state").unwrap();
+    let bits = |t: Tensor| read(t).iter().map(|v| v.to_bits()).collect::<Vec<u32>>();
+    let before = bits(w);
+    let mut mroot = Context::new(&mb, 1024).expect("context");
+    let mut minput = mroot.input();
+    let mi = upload_all(&mut minput, &x);
+    let e = mroot.gated_delta_net_in_place(mi.q, mi.k, mi.v, mi.g, mi.beta, w, HeadRepeat::Tiled).expect_err("weight");
+    assert_eq!(e.kind, ErrorKind::InvalidArgument, "{}", e.message);
+    assert!(e.message.contains("is a weight, which is never written"), "{}", e.message);
+    let view = mroot.view(w, 0, &[8, 8, 4, 1], &[32, 256, 1024]).unwrap();
+    assert!(mroot.gated_delta_net_in_place(mi.q, mi.k, mi.v, mi.g, mi.beta, view, HeadRepeat::Tiled).is_err(), "a view of a weight");
+    assert_eq!(bits(w), before, "the weight's bytes");
+    drop((mroot, minput, mb));
+    std::fs::remove_dir_all(&dir).ok();
+
+    // Still usable.
+    let own = upload(&mut input, F32, &i.state.ne(), &x.state);
+    let o = root.gated_delta_net_in_place(i.q, i.k, i.v, i.g, i.beta, own, HeadRepeat::Tiled).unwrap();
+    root.compute(&[o]).expect("compute after errors");
+    let (want_o, want_s) = naive(&x, HeadRepeat::Tiled);
+    close("after errors: out", &read(o), &want_o, ATOL, RTOL);
+    close("after errors: state", &read(own), &want_s, ATOL, RTOL);
+}
+
+#[test]
 fn non_contiguous_inputs_are_taken() {
     // q, k, v as views with strided heads (rows dense), as a model slices them
     // out of one projection.
@@ -776,6 +888,19 @@ mod capi {
             out_state: *mut *mut T,
             err: *mut Error,
         ) -> *mut T;
+        #[allow(clippy::too_many_arguments)]
+        pub fn ggml_rs_gated_delta_net_in_place(
+            c: *mut Ctx,
+            q: *mut T,
+            k: *mut T,
+            v: *mut T,
+            g: *mut T,
+            beta: *mut T,
+            state: *mut T,
+            interleaved: bool,
+            err: *mut Error,
+        ) -> *mut T;
+        pub fn ggml_rs_backend_cpu_only(b: *const Backend) -> bool;
     }
 }
 
@@ -831,7 +956,40 @@ fn c_abi_gated_delta_net_computes_carries_state_and_reports_errors() {
         let mut got = get(o1, 16 * 2 * 4, &mut err);
         got.extend(get(o2, 16 * 2 * 5, &mut err));
         close("C ABI out", &got, &want_o, ATOL, RTOL);
-        close("C ABI state", &get(s2, 16 * 16 * 2, &mut err), &want_s, ATOL, RTOL);
+        let fused_state = get(s2, 16 * 16 * 2, &mut err);
+        close("C ABI state", &fused_state, &want_s, ATOL, RTOL);
+        let fused_out = got;
+
+        // In place: the same outputs, the state tensor s0 becomes s2.
+        assert!(ggml_rs_backend_cpu_only(be));
+        assert!(!ggml_rs_backend_cpu_only(std::ptr::null()));
+        let mut got = Vec::new();
+        let [_, _, _, _, _, cache] = ups(&a, &mut err);
+        for part in [&a, &bb] {
+            let step = ggml_rs_ctx_new(be, 512, &mut err);
+            let step_input = ggml_rs_ctx_input(step);
+            let (s, hk, hv, t) = (16, 1, 2, part.d.t as i64);
+            let mut up2 = |ne: &[i64], v: &[f32]| {
+                let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+                let t = ggml_rs_ctx_from_data(step_input, 0, ne.as_ptr(), ne.len(), bytes.as_ptr(), bytes.len(), &mut err);
+                assert!(!t.is_null());
+                t
+            };
+            let (q, k, v) = (up2(&[s, hk, t], &part.q), up2(&[s, hk, t], &part.k), up2(&[s, hv, t], &part.v));
+            let (g, beta) = (up2(&[1, hv, t], &part.g), up2(&[1, hv, t], &part.beta));
+            let o = ggml_rs_gated_delta_net_in_place(step, q, k, v, g, beta, cache, true, &mut err);
+            assert!(!o.is_null(), "{}", err.text());
+            assert_eq!(ggml_rs_ctx_compute(step, [o].as_ptr(), 1, &mut err), OK, "{}", err.text());
+            got.extend(get(o, (s * hv * t) as usize, &mut err));
+            ggml_rs_ctx_free(step_input);
+            ggml_rs_ctx_free(step);
+        }
+        assert_eq!(got, fused_out, "C ABI outputs in place");
+        assert_eq!(get(cache, 16 * 16 * 2, &mut err), fused_state, "C ABI state in place");
+        let mut e = Error::new();
+        assert!(ggml_rs_gated_delta_net_in_place(root, q, k, v, g, beta, null_mut(), false, &mut e).is_null());
+        assert_eq!((e.status, e.text().as_str()), (INVALID_ARGUMENT, "gated_delta_net_in_place: state is NULL"));
+        ggml_rs_ctx_clear_error(root);
 
         // Errors: NULL out_state, NULL tensor, bad shape; out_state untouched.
         let mut e = Error::new();

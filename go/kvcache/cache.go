@@ -820,6 +820,17 @@ func (c *Cache) DeltaState(ctx ml.Context, layer int) ml.Tensor {
 	return c.recurrentOf(layer).get(ctx, layer, 1)
 }
 
+// DeltaStateInPlace is DeltaState, and whether writing the new states
+// over it is what SetDeltaState would do: the batch reads and writes the
+// same rows of the cache, through a view (its sequences' rows follow one
+// another), none starts afresh, and one state is kept per sequence. A
+// fused kernel may then update the states where they are
+// (ml.GatedDeltaNetInPlace); otherwise pass the new ones to SetDeltaState.
+func (c *Cache) DeltaStateInPlace(ctx ml.Context, layer int) (ml.Tensor, bool) {
+	r := c.recurrentOf(layer)
+	return r.get(ctx, layer, 1), r.inPlace()
+}
+
 // SetDeltaState stores the batch's new delta-net states [stateSize,
 // stateSize, heads, sequences] of layer, or [.., sequences·m] with the
 // states of the batch's last m = StatesKept(tokens) tokens (the sequences'

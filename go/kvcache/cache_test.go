@@ -239,10 +239,17 @@ func TestRecurrentRule(t *testing.T) {
 	if c.rec.readBase != 0 || c.rec.writeBase != 0 {
 		t.Fatalf("slots %v in order: bases %d, %d, want 0", c.rec.readIDs, c.rec.readBase, c.rec.writeBase)
 	}
+	// States zeroed first are not updated in place.
+	if c.rec.inPlace() {
+		t.Fatal("fresh sequences' states offered for an update in place")
+	}
 	c.Commit()
 	prepare(t, c, []Sequence{{Seq: 1, Tokens: []int32{1}}})
 	if c.rec.anyFresh || !slices.Equal(c.rec.readIDs, []int32{1}) || c.rec.readBase != 1 || c.rec.writeBase != 1 {
 		t.Fatalf("sequence 1's state: ids %v fresh %v bases %d, %d", c.rec.readIDs, c.rec.anyFresh, c.rec.readBase, c.rec.writeBase)
+	}
+	if !c.rec.inPlace() {
+		t.Fatal("a continuing sequence's own rows not offered for an update in place")
 	}
 	c.Commit()
 	// Cutting back fails and changes nothing.
@@ -260,8 +267,8 @@ func TestRecurrentRule(t *testing.T) {
 		t.Fatalf("divergent prompt kept %d", n)
 	}
 	prepare(t, c, []Sequence{{Seq: 0, Tokens: []int32{1, 2}}})
-	if !slices.Equal(c.rec.keep, []float32{0}) {
-		t.Fatal("a re-prefilled sequence must start from zero states")
+	if !slices.Equal(c.rec.keep, []float32{0}) || c.rec.inPlace() {
+		t.Fatal("a re-prefilled sequence must start from zero states, not update its old ones")
 	}
 	// A failed compute forgets the batch's sequences (their states may be
 	// half written).
@@ -273,6 +280,9 @@ func TestRecurrentRule(t *testing.T) {
 	prepare(t, c, []Sequence{{Seq: 1, Tokens: []int32{2}}, {Seq: 0, Tokens: []int32{2}}})
 	if !slices.Equal(c.rec.readIDs, []int32{1, 0}) || c.rec.readBase != -1 || c.rec.writeBase != -1 {
 		t.Fatalf("slots out of order: ids %v bases %d, %d, want gathered (-1)", c.rec.readIDs, c.rec.readBase, c.rec.writeBase)
+	}
+	if c.rec.inPlace() {
+		t.Fatal("gathered states offered for an update in place")
 	}
 }
 
@@ -339,6 +349,10 @@ func TestRewind(t *testing.T) {
 	prepare(t, c, []Sequence{{Seq: 0, Tokens: []int32{8}}})
 	if !slices.Equal(c.Positions(), []int32{1}) || !slices.Equal(c.rec.readIDs, []int32{6}) || c.rec.writeBase != 0 || c.StatesKept() != 1 {
 		t.Fatalf("after rewinds: positions %v, reads %v, writes from %d, keeps %d", c.Positions(), c.rec.readIDs, c.rec.writeBase, c.StatesKept())
+	}
+	// Read from one plane, written to another: never in place.
+	if c.rec.inPlace() {
+		t.Fatal("a rewound sequence's states offered for an update in place")
 	}
 	c.Commit()
 	if err := c.Rewind(0, 1); err == nil {

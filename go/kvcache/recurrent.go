@@ -241,6 +241,13 @@ func (r *recurrent) get(ctx ml.Context, layer, which int) ml.Tensor {
 	return g.Reshape(ctx, shape...)
 }
 
+// inPlace reports whether get returns a view of the very rows set would
+// write, with nothing to zero: the prepared batch's states may be updated
+// where they are.
+func (r *recurrent) inPlace() bool {
+	return r.m == 1 && r.readBase >= 0 && r.readBase == r.writeBase && !r.anyFresh
+}
+
 // set stores the batch's new states of layer: [shape..., sequences], or
 // [shape..., sequences·m] with the states of the last m tokens (see
 // nn.RecurrentCache.StatesKept).

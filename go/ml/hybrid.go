@@ -68,6 +68,18 @@ type GatedDeltaNetSnapshots interface {
 	GatedDeltaNetSnapshots(ctx Context, k, v, gate, beta, state Tensor, heads HeadLayout, n int) (out, states Tensor)
 }
 
+// GatedDeltaNetInPlace is GatedDeltaNet writing the new state over state
+// itself, for a state that is a view of a recurrent cache: the kernel
+// updates each head's state where it is, with no copy of it into the
+// output and none back into the cache (in decode, two of the three passes
+// over the states). It returns ok false, building nothing, where the
+// backend cannot (a device other than the CPU could compute it, or a copy
+// of the state made for one); then use GatedDeltaNet and copy the state.
+// Each compute of the graph applies the update once more.
+type GatedDeltaNetInPlace interface {
+	GatedDeltaNetInPlace(ctx Context, k, v, gate, beta, state Tensor, heads HeadLayout) (out Tensor, ok bool)
+}
+
 // CausalConv is the short causal convolution of the hybrid models over a
 // conv state, with the state update, fused. The receiver is the new inputs.
 //

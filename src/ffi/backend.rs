@@ -120,6 +120,13 @@ pub extern "C" fn ggml_rs_backend_flash_attention(b: *const ggml_rs_backend) -> 
         .unwrap_or(-1)
 }
 
+/// Whether every device of the backend's scheduler is a CPU (then
+/// ggml_rs_gated_delta_net_in_place is available); false for NULL.
+#[no_mangle]
+pub extern "C" fn ggml_rs_backend_cpu_only(b: *const ggml_rs_backend) -> bool {
+    unsafe { b.as_ref() }.map(|b| b.backend.cpu_only()).unwrap_or(false)
+}
+
 /// Number of devices the backend's scheduler uses (CPU last); 0 for NULL.
 #[no_mangle]
 pub extern "C" fn ggml_rs_backend_device_count(b: *const ggml_rs_backend) -> usize {

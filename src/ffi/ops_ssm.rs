@@ -179,3 +179,39 @@ pub extern "C" fn ggml_rs_gated_delta_net(
         )
     })
 }
+
+/// ggml_rs_gated_delta_net with one kept state, written over `state`
+/// itself: each head's state is updated where it is, with no copy into
+/// the output and none back (for `state` a view of a recurrent cache; the
+/// new state must replace the old one there). Same arguments and math;
+/// `state` must not be a weight, and the backend must compute on CPUs
+/// alone (ggml_rs_backend_cpu_only), else an error. The state is written
+/// when the graph computes, again at each compute of the same graph.
+/// Result: f32 `[S, H_v, T, n_seqs]` (o), a new
+/// tensor owned by ctx's family, or NULL with err set.
+#[no_mangle]
+pub extern "C" fn ggml_rs_gated_delta_net_in_place(
+    ctx: *mut ggml_rs_context,
+    q: *mut ggml_rs_tensor,
+    k: *mut ggml_rs_tensor,
+    v: *mut ggml_rs_tensor,
+    g: *mut ggml_rs_tensor,
+    beta: *mut ggml_rs_tensor,
+    state: *mut ggml_rs_tensor,
+    interleaved: bool,
+    err: *mut ggml_rs_error,
+) -> *mut ggml_rs_tensor {
+    const OP: &str = "gated_delta_net_in_place";
+    op(ctx, err, OP, |c| {
+        let heads = if interleaved { HeadRepeat::Interleaved } else { HeadRepeat::Tiled };
+        c.gated_delta_net_in_place(
+            tensor_arg(OP, "q", q)?,
+            tensor_arg(OP, "k", k)?,
+            tensor_arg(OP, "v", v)?,
+            tensor_arg(OP, "g", g)?,
+            tensor_arg(OP, "beta", beta)?,
+            tensor_arg(OP, "state", state)?,
+            heads,
+        )
+    })
+}

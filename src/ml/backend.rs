@@ -459,6 +459,11 @@ impl Backend {
     pub fn devices(&self) -> Vec<DeviceInfo> {
         self.inner.devices.iter().map(|d| d.info.clone()).collect()
     }
+    /// Whether the scheduler has CPU devices only: every node runs on the
+    /// CPU backend, on its inputs where they are (no copies for a device).
+    pub fn cpu_only(&self) -> bool {
+        self.inner.devices.iter().all(|d| d.info.device_type == DeviceType::Cpu)
+    }
     /// The most CPU threads a graph computes on.
     pub fn n_threads(&self) -> usize {
         self.inner.n_threads

@@ -72,6 +72,17 @@ impl Tensor {
         let r = self.raw();
         !r.buffer.is_null() && !r.data.is_null()
     }
+    /// True when the tensor is (a view of) a model weight: memory in a
+    /// buffer of weights, which graphs only read.
+    pub fn is_weight(self) -> bool {
+        let mut r = self.raw();
+        while !r.view_src.is_null() {
+            // SAFETY: a view's source outlives the view (same context family).
+            r = unsafe { &*r.view_src };
+        }
+        // SAFETY: a tensor's buffer is null or a live buffer.
+        !r.buffer.is_null() && unsafe { sys::ggml_backend_buffer_get_usage(r.buffer) } == sys::GGML_BACKEND_BUFFER_USAGE_WEIGHTS
+    }
     pub fn name(self) -> String {
         let r = self.raw();
         unsafe { CStr::from_ptr(r.name.as_ptr()) }.to_string_lossy().into_owned()

@@ -48,6 +48,9 @@ type Backend struct {
 	closeMu sync.Mutex
 	closed  atomic.Bool
 
+	// cpuOnly: every device of the scheduler is a CPU (ops may then update
+	// cache memory in place: ml.GatedDeltaNetInPlace).
+	cpuOnly bool
 	// schedDevices are the registry indices of the scheduler's devices
 	// (ggml_rs_ctx_reserve's order).
 	schedDevices []int
@@ -139,6 +142,7 @@ func create(modelPath string, params ml.BackendParams, opts modelOptions) (*Back
 		maxGraphNodes: int(C.ggml_rs_backend_max_graph_nodes(h)),
 		threads:       int(C.ggml_rs_backend_n_threads(h)),
 		flash:         C.ggml_rs_backend_flash_attention(h) == 1,
+		cpuOnly:       bool(C.ggml_rs_backend_cpu_only(h)),
 		devices:       deviceMap(devices),
 	}
 	n := int(C.ggml_rs_backend_device_count(h))

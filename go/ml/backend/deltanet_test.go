@@ -226,6 +226,63 @@ func TestGatedDeltaNetCarriesState(t *testing.T) {
 	}
 }
 
+// TestGatedDeltaNetInPlace: GatedDeltaNetInPlace on the CPU gives
+// GatedDeltaNet's outputs and leaves its new state in the state tensor,
+// bit for bit, token by token over one state tensor as a cache is used
+// (a context per token) and over several tokens at once.
+func TestGatedDeltaNetInPlace(t *testing.T) {
+	b := newBackend(t, ml.BackendParams{AllocMemory: true})
+	rng := rand.New(rand.NewSource(73))
+	for _, c := range dnCases {
+		for _, tokens := range []int{1, 7} {
+			t.Run(fmt.Sprintf("%+v/T=%d", c, tokens), func(t *testing.T) {
+				const steps = 3
+				d := dnInputs(rng, c, steps*tokens)
+				ctx := b.NewContext()
+				defer ctx.Close()
+				out, state := gdn(t, ctx, d, nil, c.heads)
+				whole := compute(ctx, out, state)
+
+				cache := b.NewContext()
+				defer cache.Close()
+				st := d.state.tensor(cache)
+				var outs []float32
+				for i := range steps {
+					step := d.sliceTokens(i*tokens, (i+1)*tokens)
+					sctx := b.NewContext()
+					q := step.q.tensor(sctx)
+					op := q.(ml.GatedDeltaNetInPlace)
+					o, ok := op.GatedDeltaNetInPlace(sctx, step.k.tensor(sctx), step.v.tensor(sctx), step.gate.tensor(sctx), step.beta.tensor(sctx), st, c.heads)
+					if !ok {
+						t.Fatal("the CPU backend declined the update in place")
+					}
+					if o.Dim(0) != c.s || o.Dim(1) != c.hv || o.Dim(2) != tokens || o.Dim(3) != c.seqs {
+						t.Fatalf("out shape %v", o.Shape())
+					}
+					outs = append(outs, compute(sctx, o)[0]...)
+					sctx.Close()
+				}
+				// Outputs are [S, H, T, n]: with one sequence the steps' outputs follow one another.
+				if c.seqs == 1 && !slices.Equal(outs, whole[0]) {
+					t.Fatal("outputs differ from GatedDeltaNet's")
+				}
+				if got := compute(cache, st)[0]; !slices.Equal(got, whole[1]) {
+					n := 0
+					for i := range got {
+						if got[i] != whole[1][i] {
+							if n < 5 {
+								t.Logf("%d: %g vs %g", i, got[i], whole[1][i])
+							}
+							n++
+						}
+					}
+					t.Fatalf("the state written in place differs from GatedDeltaNet's new state (%d of %d)", n, len(got))
+				}
+			})
+		}
+	}
+}
+
 func TestGatedDeltaNetRejectsBadInputs(t *testing.T) {
 	ctx := setup(t)
 	rng := rand.New(rand.NewSource(73))

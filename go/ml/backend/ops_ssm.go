@@ -16,8 +16,9 @@ import (
 )
 
 var (
-	_ ml.GatedDeltaNet = (*Tensor)(nil)
-	_ ml.CausalConv    = (*Tensor)(nil)
+	_ ml.GatedDeltaNet        = (*Tensor)(nil)
+	_ ml.GatedDeltaNetInPlace = (*Tensor)(nil)
+	_ ml.CausalConv           = (*Tensor)(nil)
 )
 
 // SSMConv is Ollama's SSMConv: t = sx [K-1+T, channels, nSeqs] (conv state
@@ -54,16 +55,33 @@ func (t *Tensor) GatedDeltaNetSnapshots(ctx ml.Context, k, v, gate, beta, state 
 	return t.gatedDeltaNet("GatedDeltaNetSnapshots", ctx, k, v, gate, beta, state, heads, n)
 }
 
-func (t *Tensor) gatedDeltaNet(op string, ctx ml.Context, k, v, gate, beta, state ml.Tensor, heads ml.HeadLayout, n int) (ml.Tensor, ml.Tensor) {
+// GatedDeltaNetInPlace implements ml.GatedDeltaNetInPlace: ok only where
+// every device of the backend is a CPU.
+func (t *Tensor) GatedDeltaNetInPlace(ctx ml.Context, k, v, gate, beta, state ml.Tensor, heads ml.HeadLayout) (ml.Tensor, bool) {
+	const op = "GatedDeltaNetInPlace"
 	c := use(ctx, op)
-	var interleaved bool
+	if !c.f.b.cpuOnly {
+		return nil, false
+	}
+	out := c.result(C.ggml_rs_gated_delta_net_in_place(c.c, t.ptr(op), handle(k, op), handle(v, op), handle(gate, op),
+		handle(beta, op), handle(state, op), C.bool(interleavedHeads(op, heads)), &c.f.s.err))
+	return out, true
+}
+
+// interleavedHeads is heads as the C ABI's interleaved flag.
+func interleavedHeads(op string, heads ml.HeadLayout) bool {
 	switch heads {
 	case ml.HeadsTiled:
+		return false
 	case ml.HeadsInterleaved:
-		interleaved = true
-	default:
-		panic(fmt.Sprintf("%s: invalid head layout %d", op, heads))
+		return true
 	}
+	panic(fmt.Sprintf("%s: invalid head layout %d", op, heads))
+}
+
+func (t *Tensor) gatedDeltaNet(op string, ctx ml.Context, k, v, gate, beta, state ml.Tensor, heads ml.HeadLayout, n int) (ml.Tensor, ml.Tensor) {
+	c := use(ctx, op)
+	interleaved := interleavedHeads(op, heads)
 	var st *C.ggml_rs_tensor
 	out := c.result(C.ggml_rs_gated_delta_net(c.c, t.ptr(op), handle(k, op), handle(v, op), handle(gate, op),
 		handle(beta, op), handle(state, op), C.bool(interleaved), C.int64_t(n), &st, &c.f.s.err))

@@ -9,10 +9,13 @@ package backend
 // beside an RPC server.
 
 import (
+	"math/rand"
 	"os"
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/ggml-rs/ggml-rs/go/ml"
 
 	"github.com/ggml-rs/ggml-rs/go/internal/rpcserver"
 )
@@ -76,4 +79,19 @@ func TestVulkanAndRPCPlacement(t *testing.T) {
 		t.Fatalf("no %q in the child's output:\n%s", want, out)
 	}
 	t.Logf("child:\n%s", out)
+}
+
+// TestVulkanDeltaNetNotInPlace: with the Vulkan device in the scheduler the
+// delta-net state is never updated in place (the op could run there, or
+// on a copy of the state made for it): the backend declines.
+func TestVulkanDeltaNetNotInPlace(t *testing.T) {
+	vulkanDevice(t)
+	b := newBackend(t, ml.BackendParams{AllocMemory: true})
+	ctx := b.NewContext()
+	defer ctx.Close()
+	d := dnInputs(rand.New(rand.NewSource(74)), dnCases[0], 1)
+	op := d.q.tensor(ctx).(ml.GatedDeltaNetInPlace)
+	if _, ok := op.GatedDeltaNetInPlace(ctx, d.k.tensor(ctx), d.v.tensor(ctx), d.gate.tensor(ctx), d.beta.tensor(ctx), d.state.tensor(ctx), ml.HeadsTiled); ok {
+		t.Fatal("a backend with a Vulkan device updates states in place")
+	}
 }

@@ -54,6 +54,10 @@ type RecurrentCache interface {
 	// sequences].
 	DeltaState(ctx ml.Context, layer int) ml.Tensor
 	SetDeltaState(ctx ml.Context, layer int, state ml.Tensor)
+	// DeltaStateInPlace is DeltaState and whether updating it where it is
+	// stores the new state as SetDeltaState would (a view of the batch's
+	// own rows, none starting afresh, one state kept).
+	DeltaStateInPlace(ctx ml.Context, layer int) (ml.Tensor, bool)
 	// StatesKept is m, how many states per sequence the cache keeps of the
 	// batch: those after each of its last m tokens, so that it can rewind
 	// past some of them; 1 (only the final state) unless asked. With m >

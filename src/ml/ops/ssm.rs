@@ -330,80 +330,11 @@ impl Context {
         snapshots: i64,
     ) -> Result<(Tensor, Tensor)> {
         const OP: &str = "gated_delta_net";
-        if !(1..=MAX_SNAPSHOTS).contains(&snapshots) {
-            return Err(Error::invalid(format!(
-                "{OP}: snapshots must be 1 to {MAX_SNAPSHOTS} (states kept of the last tokens), got {snapshots}"
-            )));
-        }
-        for (what, t) in [("q", q), ("k", k), ("v", v), ("g", g), ("beta", beta), ("state", state)] {
-            f32_arg(OP, what, t)?;
-            nonempty(OP, what, t)?;
-        }
-        for (what, t) in [("q", q), ("k", k), ("v", v)] {
-            check::rows_contiguous(OP, what, t)?;
-        }
-        for (what, t) in [("g", g), ("beta", beta), ("state", state)] {
-            check::contiguous(OP, what, t)?;
-        }
+        let res = self.delta_net_node(OP, [q, k, v, g, beta, state], heads, snapshots)?;
         let [s, h_v, n_tokens, n_seqs] = v.ne();
-        let [qs, h_k, qt, qn] = q.ne();
-        if qs != s || qt != n_tokens || qn != n_seqs {
-            return Err(Error::shape(format!(
-                "{OP}: q {} must be [{s}, heads, {n_tokens}, {n_seqs}] (head size, heads, tokens, sequences of v {})",
-                q.describe(),
-                v.describe()
-            )));
-        }
-        if k.ne() != q.ne() {
-            return Err(Error::shape(format!(
-                "{OP}: q and k must have the same shape: {} vs {}",
-                q.describe(),
-                k.describe()
-            )));
-        }
-        if h_v % h_k != 0 {
-            return Err(Error::shape(format!(
-                "{OP}: v's heads ({h_v}) must be a multiple of q's and k's heads ({h_k}): q {}, v {}",
-                q.describe(),
-                v.describe()
-            )));
-        }
-        if !(g.ne() == [1, h_v, n_tokens, n_seqs] || g.ne() == [s, h_v, n_tokens, n_seqs]) {
-            return Err(Error::shape(format!(
-                "{OP}: g must be [1, {h_v}, {n_tokens}, {n_seqs}] or [{s}, {h_v}, {n_tokens}, {n_seqs}] (1 or head size, heads, tokens, sequences of v {}), got {}",
-                v.describe(),
-                g.describe()
-            )));
-        }
-        shape_is(OP, "beta", beta, [1, h_v, n_tokens, n_seqs], "1, heads, tokens, sequences of v")?;
-        shape_is(OP, "state", state, [s, s, h_v, n_seqs], "head size, head size, heads, sequences of v")?;
-        int_sized(OP, "v", v, h_v * n_seqs)?;
-        let out_rows = n_tokens * n_seqs + snapshots * s * n_seqs;
-        check::shape_arg(OP, &[s * h_v, out_rows], false)?;
-
-        let repeat = heads == HeadRepeat::Interleaved && h_k != h_v;
-        // Interleaving: up to 3 tensors for each of q and k.
-        let ctx = self.room(OP, 3 + if repeat { 6 } else { 0 })?;
-        let (q, k) = if repeat {
-            let r = h_v / h_k;
-            (self.interleave_heads(q, r)?, self.interleave_heads(k, r)?)
-        } else {
-            (q, k)
-        };
-        let res = self.made(OP, unsafe {
-            sys::ggml_gated_delta_net(
-                ctx,
-                q.as_ptr(),
-                k.as_ptr(),
-                v.as_ptr(),
-                g.as_ptr(),
-                beta.as_ptr(),
-                state.as_ptr(),
-                snapshots,
-            )
-        })?;
         let f = 4usize;
         let (su, hu, tu) = (s as usize, h_v as usize, n_tokens as usize);
+        let ctx = self.room(OP, 2)?;
         let out = self.made(OP, unsafe {
             sys::ggml_view_4d(ctx, res.as_ptr(), s, h_v, n_tokens, n_seqs, su * f, su * hu * f, su * hu * tu * f, 0)
         })?;
@@ -422,6 +353,125 @@ impl Context {
             )
         })?;
         Ok((out, new_state))
+    }
+
+    /// [`gated_delta_net`](Self::gated_delta_net) with one kept state,
+    /// written over `state` itself: the kernel updates each head's state
+    /// where it is (no copy into the output and none back into a cache).
+    /// Returns `out` only. `state` must be memory this graph may write (a
+    /// view of a recurrent cache), not a weight, and the backend must
+    /// compute on the CPU alone (other devices' kernels, or a copy of the
+    /// state the scheduler made for them, would leave it unchanged). Each
+    /// compute of the graph applies the update once more.
+    #[allow(clippy::too_many_arguments)]
+    pub fn gated_delta_net_in_place(
+        &mut self,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        g: Tensor,
+        beta: Tensor,
+        state: Tensor,
+        heads: HeadRepeat,
+    ) -> Result<Tensor> {
+        const OP: &str = "gated_delta_net_in_place";
+        if !self.shared.backend.cpu_only() {
+            return Err(Error::invalid(format!(
+                "{OP}: the backend computes on other devices than the CPU; use gated_delta_net and copy the state"
+            )));
+        }
+        if state.is_weight() {
+            return Err(Error::invalid(format!("{OP}: state {} is a weight, which is never written", state.describe())));
+        }
+        let res = self.delta_net_node(OP, [q, k, v, g, beta, state], heads, 1)?;
+        // Op parameter 1: our CPU kernel's in-place update (patch 21).
+        // SAFETY: a node just made by ggml_gated_delta_net, not computed yet.
+        unsafe { (*res.as_ptr()).op_params[1] = 1 };
+        let [s, h_v, n_tokens, n_seqs] = v.ne();
+        let f = 4usize;
+        let (su, hu, tu) = (s as usize, h_v as usize, n_tokens as usize);
+        let ctx = self.room(OP, 1)?;
+        self.made(OP, unsafe {
+            sys::ggml_view_4d(ctx, res.as_ptr(), s, h_v, n_tokens, n_seqs, su * f, su * hu * f, su * hu * tu * f, 0)
+        })
+    }
+
+    /// The checked `ggml_gated_delta_net` node of `[q, k, v, g, beta,
+    /// state]` (q and k first interleaved where `heads` asks).
+    fn delta_net_node(&mut self, op: &str, args: [Tensor; 6], heads: HeadRepeat, snapshots: i64) -> Result<Tensor> {
+        let [q, k, v, g, beta, state] = args;
+        if !(1..=MAX_SNAPSHOTS).contains(&snapshots) {
+            return Err(Error::invalid(format!(
+                "{op}: snapshots must be 1 to {MAX_SNAPSHOTS} (states kept of the last tokens), got {snapshots}"
+            )));
+        }
+        for (what, t) in [("q", q), ("k", k), ("v", v), ("g", g), ("beta", beta), ("state", state)] {
+            f32_arg(op, what, t)?;
+            nonempty(op, what, t)?;
+        }
+        for (what, t) in [("q", q), ("k", k), ("v", v)] {
+            check::rows_contiguous(op, what, t)?;
+        }
+        for (what, t) in [("g", g), ("beta", beta), ("state", state)] {
+            check::contiguous(op, what, t)?;
+        }
+        let [s, h_v, n_tokens, n_seqs] = v.ne();
+        let [qs, h_k, qt, qn] = q.ne();
+        if qs != s || qt != n_tokens || qn != n_seqs {
+            return Err(Error::shape(format!(
+                "{op}: q {} must be [{s}, heads, {n_tokens}, {n_seqs}] (head size, heads, tokens, sequences of v {})",
+                q.describe(),
+                v.describe()
+            )));
+        }
+        if k.ne() != q.ne() {
+            return Err(Error::shape(format!(
+                "{op}: q and k must have the same shape: {} vs {}",
+                q.describe(),
+                k.describe()
+            )));
+        }
+        if h_v % h_k != 0 {
+            return Err(Error::shape(format!(
+                "{op}: v's heads ({h_v}) must be a multiple of q's and k's heads ({h_k}): q {}, v {}",
+                q.describe(),
+                v.describe()
+            )));
+        }
+        if !(g.ne() == [1, h_v, n_tokens, n_seqs] || g.ne() == [s, h_v, n_tokens, n_seqs]) {
+            return Err(Error::shape(format!(
+                "{op}: g must be [1, {h_v}, {n_tokens}, {n_seqs}] or [{s}, {h_v}, {n_tokens}, {n_seqs}] (1 or head size, heads, tokens, sequences of v {}), got {}",
+                v.describe(),
+                g.describe()
+            )));
+        }
+        shape_is(op, "beta", beta, [1, h_v, n_tokens, n_seqs], "1, heads, tokens, sequences of v")?;
+        shape_is(op, "state", state, [s, s, h_v, n_seqs], "head size, head size, heads, sequences of v")?;
+        int_sized(op, "v", v, h_v * n_seqs)?;
+        let out_rows = n_tokens * n_seqs + snapshots * s * n_seqs;
+        check::shape_arg(op, &[s * h_v, out_rows], false)?;
+
+        let repeat = heads == HeadRepeat::Interleaved && h_k != h_v;
+        // Interleaving: up to 3 tensors for each of q and k.
+        let ctx = self.room(op, 1 + if repeat { 6 } else { 0 })?;
+        let (q, k) = if repeat {
+            let r = h_v / h_k;
+            (self.interleave_heads(q, r)?, self.interleave_heads(k, r)?)
+        } else {
+            (q, k)
+        };
+        self.made(op, unsafe {
+            sys::ggml_gated_delta_net(
+                ctx,
+                q.as_ptr(),
+                k.as_ptr(),
+                v.as_ptr(),
+                g.as_ptr(),
+                beta.as_ptr(),
+                state.as_ptr(),
+                snapshots,
+            )
+        })
     }
 
     /// `t = [S, H, T, n]` with each head repeated `r` times in place:
