@@ -165,3 +165,41 @@ func TestValidate(t *testing.T) {
 		t.Errorf("Ollama's defaults refused: %v", err)
 	}
 }
+
+// TestGreedyIsTheFirstMaximum: Greedy against one pass in order (the first
+// index of the largest value; NaNs never win, a NaN first wins) on random
+// logits with ties, NaNs, infinities and signed zeros, of every length to 40
+// and a vocabulary's.
+func TestGreedyIsTheFirstMaximum(t *testing.T) {
+	naive := func(l []float32) int32 {
+		best := 0
+		for i, v := range l {
+			if v > l[best] {
+				best = i
+			}
+		}
+		return int32(best)
+	}
+	rng := rand.New(rand.NewSource(5))
+	special := []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1)), 0, float32(math.Copysign(0, -1)), 3, 3}
+	for trial := 0; trial < 20000; trial++ {
+		n := trial % 41
+		if trial%1000 == 999 {
+			n = 262144
+		}
+		l := make([]float32, n)
+		for i := range l {
+			switch rng.Intn(8) {
+			case 0:
+				l[i] = special[rng.Intn(len(special))]
+			case 1, 2:
+				l[i] = float32(rng.Intn(4)) // ties
+			default:
+				l[i] = float32(rng.NormFloat64())
+			}
+		}
+		if got, want := Greedy(l), naive(l); got != want {
+			t.Fatalf("%v: got %d, want %d", l, got, want)
+		}
+	}
+}
