@@ -20,7 +20,7 @@ set -euo pipefail
 # (issue 27), which give the same numbers as upstream's (the reference's
 # upstream kernels check that) and whose speed `make bench` measures
 # against upstream's.
-ours_only="13-cpu-r16.sh 14-cpu-concat-rows.sh 15-cpu-delta-net-rows.sh 16-cpu-binary-scalar-rows.sh 17-cpu-ssm-conv-blocks.sh 18-cpu-fa-tiled-pack.sh 19-cpu-rms-norm-rows.sh 20-cpu-gelu-table.sh 21-cpu-delta-net-in-place.sh"
+ours_only="13-cpu-r16.sh 14-cpu-concat-rows.sh 15-cpu-delta-net-rows.sh 16-cpu-binary-scalar-rows.sh 17-cpu-ssm-conv-blocks.sh 18-cpu-fa-tiled-pack.sh 19-cpu-rms-norm-rows.sh 20-cpu-gelu-table.sh 21-cpu-delta-net-in-place.sh 22-cpu-q8k-quantize.sh"
 skip=" ${SKIP_PATCHES:-} $ours_only "
 root=$(cd "$(dirname "$0")/.." && pwd)
 dest=${1:-$root/.cache/llama.cpp}
