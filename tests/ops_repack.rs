@@ -296,6 +296,10 @@ fn mul_mat_repacked_matches_ggml_and_reference() {
         }
         check_mul_mat(ty, 20, 1024, 48, 70, 1);
         check_mul_mat(ty, 21, 512, 256, 130, 1);
+        // One and two rows of b over many row groups: chunks of up to 32
+        // groups (10, and 32 with a partial last chunk).
+        check_mul_mat(ty, 31, 256, 16 * 80, 1, 1);
+        check_mul_mat(ty, 32, 256, 16 * 300, 2, 1);
         check_mul_mat(ty, 22, 64, 16, 5, 3);
         // b's rows not contiguous (ggml's own q4_0_8x8, which takes Q4_0
         // where our kernels are not built, misreads them: ours only).
@@ -344,7 +348,7 @@ fn mul_mat_repacked_matches_ggml_and_reference() {
     // super-block at a time, each kind quantized by its own quantizer: 1-3
     // rows (all of the second kind), 5-17 (both), planes of 5 and 6.
     for (i, (k, m, n, planes)) in
-        [(256, 16, 1, 1), (512, 64, 2, 1), (256, 32, 3, 1), (256, 32, 4, 1), (512, 32, 5, 1), (256, 48, 7, 1), (256, 32, 9, 1), (768, 32, 17, 1), (256, 16, 5, 3), (512, 32, 6, 2), (1024, 48, 70, 1), (512, 256, 130, 1)]
+        [(256, 16, 1, 1), (512, 64, 2, 1), (256, 32, 3, 1), (256, 32, 4, 1), (512, 32, 5, 1), (256, 48, 7, 1), (256, 32, 9, 1), (768, 32, 17, 1), (256, 16, 5, 3), (512, 32, 6, 2), (1024, 48, 70, 1), (512, 256, 130, 1), (256, 16 * 80, 1, 1), (256, 16 * 300, 2, 1)]
             .into_iter()
             .enumerate()
     {
