@@ -112,20 +112,18 @@ func (l *DeltaNet) Forward(ctx ml.Context, x ml.Tensor, b *Batch, layer int) ml.
 	q = l2Norm(ctx, q, l.Eps)
 	k = l2Norm(ctx, k, l.Eps)
 
-	state, inPlace := b.Cache.DeltaStateInPlace(ctx, layer) // [dv, dv, vH, nS]
+	state, writable := b.Cache.DeltaStateInPlace(ctx, layer) // [dv, dv, vH, nS]
 	var o, next ml.Tensor
+	updated := false
+	if here, ok := q.(ml.GatedDeltaNetInPlace); ok && writable && m == 1 && !l.Primitive {
+		// The cache's rows updated where they are (the op is their only
+		// reader); where the backend cannot, the copy below.
+		o, updated = here.GatedDeltaNetInPlace(ctx, k, v, gate, beta, state, l.Heads)
+	}
 	gdn, fused := q.(ml.GatedDeltaNet)
 	gdnKeep, fusedKeep := q.(ml.GatedDeltaNetSnapshots)
-	gdnHere, fusedHere := q.(ml.GatedDeltaNetInPlace)
-	if fusedHere && inPlace && m == 1 && !l.Primitive {
-		// The cache's rows updated where they are (the op is their only
-		// reader), or, where the backend cannot, the copy below.
-		o, inPlace = gdnHere.GatedDeltaNetInPlace(ctx, k, v, gate, beta, state, l.Heads)
-	} else {
-		inPlace = false
-	}
 	switch {
-	case inPlace:
+	case updated:
 	case fused && m == 1 && !l.Primitive:
 		o, next = gdn.GatedDeltaNet(ctx, k, v, gate, beta, state, l.Heads)
 		// The fused rule is the old state's only reader: the new one is

@@ -331,13 +331,11 @@ impl Context {
     ) -> Result<(Tensor, Tensor)> {
         const OP: &str = "gated_delta_net";
         let res = self.delta_net_node(OP, [q, k, v, g, beta, state], heads, snapshots)?;
+        let out = self.delta_net_out(OP, res, v)?;
         let [s, h_v, n_tokens, n_seqs] = v.ne();
         let f = 4usize;
         let (su, hu, tu) = (s as usize, h_v as usize, n_tokens as usize);
-        let ctx = self.room(OP, 2)?;
-        let out = self.made(OP, unsafe {
-            sys::ggml_view_4d(ctx, res.as_ptr(), s, h_v, n_tokens, n_seqs, su * f, su * hu * f, su * hu * tu * f, 0)
-        })?;
+        let ctx = self.room(OP, 1)?;
         let new_state = self.made(OP, unsafe {
             sys::ggml_view_4d(
                 ctx,
@@ -387,11 +385,16 @@ impl Context {
         // Op parameter 1: our CPU kernel's in-place update (patch 21).
         // SAFETY: a node just made by ggml_gated_delta_net, not computed yet.
         unsafe { (*res.as_ptr()).op_params[1] = 1 };
+        self.delta_net_out(OP, res, v)
+    }
+
+    /// The attention output `[S, H_v, T, n_seqs]` at the start of a
+    /// `ggml_gated_delta_net` node `res` of values `v`.
+    fn delta_net_out(&mut self, op: &str, res: Tensor, v: Tensor) -> Result<Tensor> {
         let [s, h_v, n_tokens, n_seqs] = v.ne();
-        let f = 4usize;
-        let (su, hu, tu) = (s as usize, h_v as usize, n_tokens as usize);
-        let ctx = self.room(OP, 1)?;
-        self.made(OP, unsafe {
+        let (f, su, hu, tu) = (4usize, s as usize, h_v as usize, n_tokens as usize);
+        let ctx = self.room(op, 1)?;
+        self.made(op, unsafe {
             sys::ggml_view_4d(ctx, res.as_ptr(), s, h_v, n_tokens, n_seqs, su * f, su * hu * f, su * hu * tu * f, 0)
         })
     }
