@@ -8,7 +8,9 @@
 # how they work; this script copies it next to ggml-cpu/repack.cpp and
 # makes repack.cpp's choice of layout offer it first for those types.
 # Where the compiler does not target AVX-512 VNNI the file compiles to
-# nothing and nothing changes.
+# nothing and nothing changes. Weights the loader marks for the fast kernels
+# (-fast-kernels) may take kernels that round differently (the .inc says
+# which); unmarked weights keep ggml's floats.
 #
 # Ours only: scripts/fetch-llama.sh leaves it out of the llama.cpp
 # reference, whose speed and numbers stay upstream's.

@@ -26,6 +26,14 @@ pub struct ggml_rs_model_params {
     /// Do not use the CPU's extra buffer types (weight repacking for faster
     /// CPU matmuls).
     pub no_extra_bufts: bool,
+    /// Let CPU-resident matmul weights take kernels that are faster but
+    /// round differently from ggml's (as ik_llama.cpp's run-time
+    /// repacking): Q8_0 products with each block's integer sum converted
+    /// once; F16 weights rounded to bf16 at load, and F16 and BF16
+    /// products in bf16, where the CPU has AVX-512 BF16. Logits are then
+    /// close to, but no longer bit-identical with, llama.cpp's. Ignored
+    /// with `no_extra_bufts`.
+    pub fast_kernels: bool,
 }
 
 /// Opaque memory report (see ggml_rs_backend_memory).
@@ -37,7 +45,7 @@ fn layout_of(p: Option<&ggml_rs_model_params>) -> Result<Layout> {
     let Some(p) = p else { return Ok(Layout::default()) };
     let devs = slice_arg("backend_open", "layer_devices", p.layer_devices, p.n_layer_devices)?;
     let experts = slice_arg("backend_open", "cpu_expert_layers", p.cpu_expert_layers, p.n_cpu_expert_layers)?;
-    let mut layout = Layout { no_extra_bufts: p.no_extra_bufts, ..Default::default() };
+    let mut layout = Layout { no_extra_bufts: p.no_extra_bufts, fast_kernels: p.fast_kernels, ..Default::default() };
     for (l, &d) in devs.iter().enumerate() {
         layout.layer_devices.push(match d {
             -1 => None,

@@ -321,7 +321,7 @@ impl Backend {
         let mut model = None;
         if let Some(g) = gguf {
             let used_gpus: Vec<_> = pending.0.iter().filter(|d| gpus.iter().any(|g| g.index == d.info.index)).map(|d| raw[&d.info.index]).collect();
-            let chooser = BuftChooser::new(cpu_dev, pending.0[cpu_index].buft, !layout.no_extra_bufts, &used_gpus);
+            let chooser = BuftChooser::new(cpu_dev, pending.0[cpu_index].buft, !layout.no_extra_bufts, layout.fast_kernels, &used_gpus);
             let bufts: HashMap<usize, sys::ggml_backend_buffer_type_t> =
                 pending.0.iter().map(|d| (d.info.index, d.buft)).collect();
             let device_buft = |i: usize| bufts.get(&i).copied();

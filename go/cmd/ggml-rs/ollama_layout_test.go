@@ -64,7 +64,7 @@ func TestOllamaLayout(t *testing.T) {
 				// Bit-identical logits on every path make the file's other
 				// parity cases those of TestParityWithLlamaCpp; one runs
 				// end to end against the golden file.
-				t.Run("fused/fa-on", func(t *testing.T) { parityCase(t, opath, name, "fused", "on", &doc) })
+				t.Run("fused/fa-on", func(t *testing.T) { parityCase(t, opath, name, "fused", "on", &doc, false) })
 			})
 		}
 	}

@@ -296,16 +296,19 @@ func TestParityWithLlamaCpp(t *testing.T) {
 			}
 			for _, dn := range paths {
 				for _, fa := range []string{"on", "off"} {
-					t.Run(dn+"/fa-"+fa, func(t *testing.T) { parityCase(t, path, name, dn, fa, &doc) })
+					t.Run(dn+"/fa-"+fa, func(t *testing.T) { parityCase(t, path, name, dn, fa, &doc, false) })
 				}
 			}
 		})
 	}
 }
 
-func parityCase(t *testing.T, path, name, deltaNet, fa string, doc *goldenDoc) {
+// parityCase checks one model, delta-net path and flash-attention setting
+// against its golden file; with fast, on the fast CPU kernels
+// (-fast-kernels) and within fastTolerance.
+func parityCase(t *testing.T, path, name, deltaNet, fa string, doc *goldenDoc, fast bool) {
 	df := addDecoderFlags(newFlags("parity", "", ""))
-	*df.fa, *df.ngl, *df.deltaNet = fa, 0, deltaNet
+	*df.fa, *df.ngl, *df.deltaNet, *df.fast = fa, 0, deltaNet, fast
 	b, m, _, err := openDecoder(path, df)
 	if err != nil {
 		t.Fatal(err)
@@ -333,6 +336,11 @@ func parityCase(t *testing.T, path, name, deltaNet, fa string, doc *goldenDoc) {
 		tie = tol
 		t.Logf("CPU features %q, not the golden files' %q: tolerance %.3g, %g times the reference's spread %.3g",
 			backend.CPUFeatures(), features, tol, float64(otherCPUSpreads), doc.spread())
+	}
+	minGreedy := parityMinGreedy
+	if fast {
+		tol, tie, minGreedy = fastTolerance(name, doc.spread()), fastTolerance(name, doc.spread()), fastMinGreedy
+		t.Logf("fast kernels: tolerance %.3g (reference spread %.3g)", tol, doc.spread())
 	}
 	check := func(what string, sc parityScore) {
 		t.Helper()
@@ -405,8 +413,8 @@ func parityCase(t *testing.T, path, name, deltaNet, fa string, doc *goldenDoc) {
 	}
 	frac := float64(agree) / float64(len(cont))
 	t.Logf("greedy     teacher-forced top-1 %d/%d", agree, len(cont))
-	if frac < parityMinGreedy {
-		t.Errorf("greedy top-1 %.1f%% (at least %.0f%%)", 100*frac, 100*parityMinGreedy)
+	if frac < minGreedy {
+		t.Errorf("greedy top-1 %.1f%% (at least %.0f%%)", 100*frac, 100*minGreedy)
 	}
 }
 
@@ -577,7 +585,7 @@ func TestRealWeights(t *testing.T) {
 				t.Logf("CPU features %q, not the golden files' %q: tolerance %.3g", backend.CPUFeatures(), features, tol)
 			}
 			for _, fa := range []string{"on", "off"} {
-				t.Run("fa-"+fa, func(t *testing.T) { realLogits(t, path, fa, &doc, tol, tie) })
+				t.Run("fa-"+fa, func(t *testing.T) { realLogits(t, path, fa, &doc, tol, tie, false) })
 			}
 			t.Run("chat", func(t *testing.T) { realChat(t, path, c.name, &doc, tie > 0) })
 			t.Run("tokenizer", func(t *testing.T) { realTokens(t, path, &doc) })
@@ -585,9 +593,12 @@ func TestRealWeights(t *testing.T) {
 	}
 }
 
-func realLogits(t *testing.T, path, fa string, doc *realDoc, tol, tie float64) {
+// realLogits checks a real model's last-position logits against the
+// golden file's cases of flash-attention setting fa; with fast, on the
+// fast CPU kernels (-fast-kernels).
+func realLogits(t *testing.T, path, fa string, doc *realDoc, tol, tie float64, fast bool) {
 	df := addDecoderFlags(newFlags("parity", "", ""))
-	*df.fa, *df.ngl = fa, 0
+	*df.fa, *df.ngl, *df.fast = fa, 0, fast
 	b, m, tok, err := openDecoder(path, df)
 	if err != nil {
 		t.Fatal(err)

@@ -59,6 +59,14 @@ pub struct Layout {
     pub cpu_expert_layers: Vec<usize>,
     /// Do not use the CPU's extra (repacking) buffer types.
     pub no_extra_bufts: bool,
+    /// Let CPU matmul weights take kernels that are faster but round
+    /// differently from ggml's (ik_llama.cpp's run-time repacking): Q8_0
+    /// with each block's integer sum converted once, F16 weights rounded
+    /// to bf16 at load and F16/BF16 products in bf16 (on CPUs with AVX-512
+    /// BF16). Logits then no longer match llama.cpp's bit for bit. No
+    /// effect with `no_extra_bufts`, on weights placed on a GPU, or where
+    /// the CPU lacks the instructions.
+    pub fast_kernels: bool,
 }
 
 /// The extra buffer types of a CPU device (repacked weights: ggml's repack,
@@ -92,6 +100,9 @@ pub(crate) struct BuftChooser {
     /// The first GPU of the backend that has a host buffer type, with that
     /// type: the device ggml's scheduler offloads large CPU batches to.
     pub offload: Option<(sys::ggml_backend_dev_t, sys::ggml_backend_buffer_type_t)>,
+    /// [`Layout::fast_kernels`]: candidates are marked with
+    /// [`sys::GGML_RS_FLAG_FAST_KERNELS`] (see [`BuftChooser::mark`]).
+    pub fast: bool,
     probe: *mut sys::ggml_context,
 }
 
@@ -109,6 +120,7 @@ impl BuftChooser {
         cpu_dev: sys::ggml_backend_dev_t,
         cpu_buft: sys::ggml_backend_buffer_type_t,
         use_extra: bool,
+        fast: bool,
         gpus: &[sys::ggml_backend_dev_t],
     ) -> BuftChooser {
         let extra = if use_extra { extra_bufts(cpu_dev) } else { Vec::new() };
@@ -118,7 +130,17 @@ impl BuftChooser {
         });
         let params = sys::ggml_init_params { mem_size: 8 * unsafe { sys::ggml_tensor_overhead() }, mem_buffer: std::ptr::null_mut(), no_alloc: true };
         let probe = unsafe { sys::ggml_init(params) };
-        BuftChooser { cpu_dev, cpu_buft, extra, offload, probe }
+        BuftChooser { cpu_dev, cpu_buft, extra, offload, fast, probe }
+    }
+
+    /// Marks a weight that is a candidate for repacking as allowed the fast
+    /// kernels, when the layout asks for them; the repack buffer type reads
+    /// the mark when it offers a layout (in the probe, and when the weight
+    /// is allocated).
+    fn mark(&self, w: *mut sys::ggml_tensor) {
+        if self.fast {
+            unsafe { (*w).flags |= sys::GGML_RS_FLAG_FAST_KERNELS };
+        }
     }
 
     /// The buffer type for a CPU-resident weight. Only the weights that
@@ -148,6 +170,7 @@ impl BuftChooser {
         unsafe {
             sys::ggml_reset(self.probe);
             let w = sys::ggml_new_tensor(self.probe, info.dtype, 4, info.ne.as_ptr());
+            self.mark(w);
             let op = if info.n_dims == 2 {
                 let x = sys::ggml_new_tensor_2d(self.probe, sys::GGML_TYPE_F32, info.ne[0], 32);
                 sys::ggml_mul_mat(self.probe, w, x)
@@ -265,7 +288,8 @@ pub(crate) fn create(gguf: &Gguf, blocks: usize, t: &Targets, memory: &mut Memor
                     }
                 }
             };
-            let buft = if device == t.cpu_device {
+            let on_cpu = device == t.cpu_device;
+            let buft = if on_cpu {
                 t.chooser.cpu_buft_for(info, candidate, tied)
             } else {
                 (t.device_buft)(device).ok_or_else(|| Error::invalid(format!("layer placement: device {device} is not usable")))?
@@ -287,6 +311,9 @@ pub(crate) fn create(gguf: &Gguf, blocks: usize, t: &Targets, memory: &mut Memor
             let set = &weights.sets[set_index];
             let p = unsafe { sys::ggml_new_tensor(set.ctx, info.dtype, 4, info.ne.as_ptr()) };
             let tensor = unsafe { Tensor::from_raw(p) }.ok_or_else(|| format_err(format!("tensor {}: cannot create", target.name)))?;
+            if on_cpu && candidate && buft != t.chooser.cpu_buft {
+                t.chooser.mark(p);
+            }
             let cname = CString::new(target.name.clone()).map_err(|_| format_err(format!("tensor {:?}: name contains NUL", target.name)))?;
             if target.name.len() >= 64 {
                 return Err(format_err(format!("tensor {}: name longer than ggml's 63 bytes", target.name)));
