@@ -8,10 +8,13 @@ drift of the machine hits both, and prints tokens/s of each and the ratio
 ours/llama.cpp for prompt processing (pp) and generation (tg).
 
 With --ik PATH (tools/ik-ref, `make ik-ref`: ik_llama.cpp, the CPU-tuned fork
-of llama.cpp, as an anchor), each round also runs `ik-ref bench` and
-`ik-ref bench -rtr` (run-time repacked weights), and the table gets the
-columns ik, ik rtr and ours/ik (ours over the better of the two). A model ik
-cannot run shows "-" there, with the reason after the table.
+of llama.cpp, as an anchor), each round also runs `ggml-rs bench
+-fast-kernels` (our opt-in kernels that round differently from ggml's),
+`ik-ref bench` and `ik-ref bench -rtr` (ik's opt-in run-time repacking), and
+the table gets the columns fast, ik, ik rtr and ours/ik: the better of ours
+and ours fast over the better of ik and ik rtr, each program's own opt-in
+against the other's. A model ik cannot run shows "-" there, with the reason
+after the table.
 
 The CLI contract both programs follow:
   PROG bench -p 512 -n 128 -r 3 -t N -json MODEL
@@ -46,11 +49,11 @@ def ik_failure(text):
 def run(prog, a, model, ours=False, extra=(), ik=False):
     # ggml-rs bench takes -threads and prints llama-bench's markdown table
     # (| ... | test | t/s |, "mean ± sd"); llama-ref and ik-ref take -t and
-    # -json (ik-ref also -rtr, in extra).
+    # -json (ggml-rs also -fast-kernels, ik-ref -rtr, in extra).
     args = [prog, "bench", "-p", str(a.p), "-n", str(a.n), "-r", str(a.r)]
     if a.ngl is not None and not ik:
         args += ["-ngl", str(a.ngl)]
-    args += ["-threads", str(a.t), model] if ours else ["-t", str(a.t), "-json", *extra, model]
+    args += ["-threads", str(a.t), *extra, model] if ours else ["-t", str(a.t), "-json", *extra, model]
     p = subprocess.run(args, capture_output=True, text=True, timeout=a.timeout)
     if p.returncode != 0 and ik:
         raise RuntimeError(f"exit {p.returncode}: {ik_failure(p.stderr + p.stdout)}")
@@ -102,13 +105,13 @@ def main():
     print(f"bench: pp{a.p} and tg{a.n}, {a.r} repetitions after a warm-up, {a.rounds} round(s), {a.t} threads; tokens/s mean ± sd")
     ik_head = ik_rule = ""
     if a.ik:
-        ik_head = f" {'ik':>17} | {'ik rtr':>17} | {'ours/ik':>7} |"
-        ik_rule = f"{'-' * 19}|{'-' * 19}|{'-' * 9}|"
+        ik_head = f" {'ggml-rs fast':>17} | {'ik':>17} | {'ik rtr':>17} | {'ours/ik':>7} |"
+        ik_rule = f"{'-' * 19}|{'-' * 19}|{'-' * 19}|{'-' * 9}|"
     print(f"| {'model':<20} | {'test':>6} | {'ggml-rs':>17} | {'llama.cpp':>17} | {'ratio':>6} |{ik_head}")
     print(f"|{'-' * 22}|{'-' * 8}|{'-' * 19}|{'-' * 19}|{'-' * 8}|{ik_rule}")
     ik_notes = []
     for model in a.models:
-        ours, ref, ik, ikr = [], [], [], []
+        ours, ref, fast, ik, ikr = [], [], [], [], []
         ik_ok = ikr_ok = bool(a.ik)
         for _ in range(a.rounds):
             if ours_note is None:
@@ -117,6 +120,11 @@ def main():
                 except (RuntimeError, ValueError, subprocess.TimeoutExpired) as e:
                     ours_note = f"ggml-rs bench failed: {e}"
             ref.append(run(a.ref, a, model))
+            if a.ik and ours_note is None:
+                try:
+                    fast.append(run(a.ours, a, model, ours=True, extra=("-fast-kernels",)))
+                except (RuntimeError, ValueError, subprocess.TimeoutExpired) as e:
+                    ours_note = f"ggml-rs bench -fast-kernels failed: {e}"
             if ik_ok:
                 try:
                     ik.append(run(a.ik, a, model, ik=True))
@@ -140,13 +148,16 @@ def main():
             ratio = f"{o[0] / r[0]:6.2f}" if o else f"{'-':>6}"
             cols = ""
             if a.ik:
+                f = pool(fast, key) if fast else None
                 k = pool(ik, key) if ik_ok else None
                 kr = pool(ikr, key) if ikr_ok else None
+                fs = f"{f[0]:8.2f} ± {f[1]:6.2f}" if f else f"{'-':>17}"
                 ks = f"{k[0]:8.2f} ± {k[1]:6.2f}" if k else f"{'-':>17}"
                 krs = f"{kr[0]:8.2f} ± {kr[1]:6.2f}" if kr else f"{'-':>17}"
                 best = max((x[0] for x in (k, kr) if x), default=None)
-                kratio = f"{o[0] / best:7.2f}" if o and best else f"{'-':>7}"
-                cols = f" {ks} | {krs} | {kratio} |"
+                mine = max((x[0] for x in (o, f) if x), default=None)
+                kratio = f"{mine / best:7.2f}" if mine and best else f"{'-':>7}"
+                cols = f" {fs} | {ks} | {krs} | {kratio} |"
             print(f"| {name:<20} | {key + str(n):>6} | {os_} | {rs} | {ratio} |{cols}", flush=True)
     if ours_note:
         print(f"bench: ours not measured: {ours_note}; the reference alone is shown")

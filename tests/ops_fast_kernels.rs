@@ -7,11 +7,13 @@
 //! compared bit for bit: each result is compared with a naive f64 product
 //! of exactly the values the kernel multiplies.
 //!
-//! * Q8_0: dequant(a) · dequant(ggml's Q8_0 quantization of b). Each
-//!   block's sum is exact in int32 and rounds once to f32, then one product
-//!   by the scales and one FMA per block: atol 1e-4·√K/8 + rtol 1e-5, the
-//!   bound tests/ops_repack.rs uses for ggml's own Q8_0 kernel (observed
-//!   below 2e-5 at K = 1024).
+//! * Q8_0, Q5_0, Q4_1: dequant(a) · dequant(ggml-cpu's quantization of b
+//!   into Q8_0, or Q8_1 for Q4_1, whose minimum term takes the activations'
+//!   block sums as Q8_1 stores them, an f16 `s`). Each block's sum is
+//!   exact in int32 and rounds once to f32, then one product by the scales
+//!   and one FMA per block: atol 1e-4·√K/8 + rtol 1e-5, the bound
+//!   tests/ops_repack.rs uses for ggml's own kernels (observed below 2e-5
+//!   at K = 1024).
 //! * F16 and BF16: bf16(a) · bf16(b), bf16(x) being round-to-nearest-even
 //!   of x (for F16, of the f16 value), as ggml converts b for BF16 weights.
 //!   Products of two bf16 are exact in f32; the sums round once per pair of
@@ -28,6 +30,9 @@ use ggml_rs::ml::{Context, Tensor};
 use ggml_rs::sys;
 
 const Q8_0: u32 = sys::GGML_TYPE_Q8_0;
+const Q5_0: u32 = sys::GGML_TYPE_Q5_0;
+const Q4_1: u32 = sys::GGML_TYPE_Q4_1;
+const Q8_1: u32 = sys::GGML_TYPE_Q8_1;
 const BF16: u32 = sys::GGML_TYPE_BF16;
 
 /// Whether this build and CPU have our 16-row kernels (AVX-512 VNNI).
@@ -71,12 +76,12 @@ fn weight(root: &mut Context, ty: u32, shape: [i64; 3], bytes: &[u8], fast: bool
 /// kernel multiplies them as.
 fn encode(ty: u32, vals: &[f32], k: usize) -> (Vec<u8>, Vec<f32>) {
     match ty {
-        Q8_0 => {
+        Q8_0 | Q5_0 | Q4_1 => {
             let rows = vals.len() / k;
-            let mut q = vec![0u8; unsafe { sys::ggml_row_size(Q8_0, k as i64) } * rows];
-            unsafe { sys::ggml_quantize_chunk(Q8_0, vals.as_ptr(), q.as_mut_ptr().cast(), 0, rows as i64, k as i64, std::ptr::null()) };
+            let mut q = vec![0u8; unsafe { sys::ggml_row_size(ty, k as i64) } * rows];
+            unsafe { sys::ggml_quantize_chunk(ty, vals.as_ptr(), q.as_mut_ptr().cast(), 0, rows as i64, k as i64, std::ptr::null()) };
             let mut deq = vec![0f32; vals.len()];
-            let to_float = unsafe { &*sys::ggml_get_type_traits(Q8_0) }.to_float.unwrap();
+            let to_float = unsafe { &*sys::ggml_get_type_traits(ty) }.to_float.unwrap();
             unsafe { to_float(q.as_ptr().cast(), deq.as_mut_ptr(), deq.len() as i64) };
             (q, deq)
         }
@@ -89,22 +94,48 @@ fn encode(ty: u32, vals: &[f32], k: usize) -> (Vec<u8>, Vec<f32>) {
     }
 }
 
-/// The activations as the kernel for `ty` multiplies them: ggml-cpu's
-/// Q8_0 quantizer's values for Q8_0 (its SIMD rounding, which can differ
-/// from the reference quantizer's at ties), bf16 otherwise.
-fn operand(ty: u32, b: &[f32], k: usize) -> Vec<f32> {
-    if ty != Q8_0 {
-        return b.iter().map(|&v| bf16_round(v)).collect();
+fn f16(b: &[u8]) -> f32 {
+    unsafe { sys::ggml_fp16_to_fp32(u16::from_le_bytes([b[0], b[1]])) }
+}
+
+/// ggml-cpu's own conversion of activation rows for a `ty` weight (its
+/// SIMD quantizer, which can round ties unlike the reference one): the
+/// bytes (empty for bf16) and the values the kernel multiplies.
+fn operand_q(ty: u32, b: &[f32], k: usize) -> (Vec<u8>, Vec<f32>) {
+    if ty == F16 || ty == BF16 {
+        return (Vec::new(), b.iter().map(|&v| bf16_round(v)).collect());
     }
-    let from = unsafe { &*sys::ggml_get_type_traits_cpu(Q8_0) }.from_float.unwrap();
-    let to_float = unsafe { &*sys::ggml_get_type_traits(Q8_0) }.to_float.unwrap();
-    let row = unsafe { sys::ggml_row_size(Q8_0, k as i64) };
-    let mut q = vec![0u8; row];
-    let mut out = vec![0f32; b.len()];
-    for (x, y) in b.chunks(k).zip(out.chunks_mut(k)) {
-        unsafe {
-            from(x.as_ptr(), q.as_mut_ptr().cast(), k as i64);
-            to_float(q.as_ptr().cast(), y.as_mut_ptr(), k as i64);
+    let at = if ty == Q4_1 { Q8_1 } else { Q8_0 };
+    let from = unsafe { &*sys::ggml_get_type_traits_cpu(at) }.from_float.unwrap();
+    let row = unsafe { sys::ggml_row_size(at, k as i64) };
+    let mut q = vec![0u8; row * (b.len() / k)];
+    for (x, y) in b.chunks(k).zip(q.chunks_mut(row)) {
+        unsafe { from(x.as_ptr(), y.as_mut_ptr().cast(), k as i64) };
+    }
+    // Q8_0 {f16 d; i8 qs[32]}, Q8_1 {f16 d; f16 s; i8 qs[32]}: d * qs[i].
+    let (size, skip) = if at == Q8_1 { (36, 4) } else { (34, 2) };
+    let vals = q.chunks(size).flat_map(|blk| blk[skip..].iter().map(move |&v| f16(blk) * (v as i8) as f32)).collect();
+    (q, vals)
+}
+
+/// The f64 reference of a `ty` weight (its bytes `qa`, values `a`, rows of
+/// `k`) times activation rows `b`: for Q4_1 each block's minimum times
+/// the activations' block sum as Q8_1 stores it (`s`), as ggml computes it.
+fn reference(ty: u32, qa: &[u8], a: &[f32], k: usize, m: usize, b: &[f32], n: usize) -> Vec<f32> {
+    let (q, bq) = operand_q(ty, b, k);
+    let mut out = naive(a, k, m, &bq, n);
+    if ty == Q4_1 {
+        let nb = k / 32;
+        for j in 0..n {
+            for i in 0..m {
+                let mut fix = 0f64;
+                for blk in 0..nb {
+                    let (wb, ab) = (&qa[(i * nb + blk) * 20..][..20], &q[(j * nb + blk) * 36..][..36]);
+                    let sum_q: f64 = ab[4..].iter().map(|&x| (x as i8) as f64).sum();
+                    fix += f16(&wb[2..]) as f64 * (f16(&ab[2..]) as f64 - f16(ab) as f64 * sum_q);
+                }
+                out[j * m + i] = (out[j * m + i] as f64 + fix) as f32;
+            }
         }
     }
     out
@@ -134,7 +165,7 @@ fn max_diff(a: &[f32], b: &[f32]) -> f32 {
 
 /// Whether the fast kernels should take a `ty` weight here.
 fn taken(ty: u32) -> bool {
-    if ty == Q8_0 { r16() } else { bf16_kernels() }
+    if ty == F16 || ty == BF16 { bf16_kernels() } else { r16() }
 }
 
 /// `a = [k, m]` times f32 `b = [k, n, planes]` with the mark.
@@ -144,7 +175,7 @@ fn check_mul_mat(ty: u32, seed: u64, k: usize, m: usize, n: usize, planes: usize
     let av: Vec<f32> = rng.vec(k * m).iter().map(|x| x * 2.0).collect();
     let bv = rng.vec(k * n * planes);
     let (bytes, a_vals) = encode(ty, &av, k);
-    let want = naive(&a_vals, k, m, &operand(ty, &bv, k), n * planes);
+    let want = reference(ty, &bytes, &a_vals, k, m, &bv, n * planes);
     let what = format!("{} [{k},{m}] x f32 [{k},{n},{planes}] (fast)", name(ty));
     let (mut root, mut input) = contexts(&be);
     let Some((a, buf)) = weight(&mut root, ty, [k as i64, m as i64, 1], &bytes, true) else {
@@ -163,8 +194,8 @@ fn check_mul_mat(ty: u32, seed: u64, k: usize, m: usize, n: usize, planes: usize
 
 #[test]
 fn mul_mat_fast_matches_reference() {
-    for ty in [Q8_0, F16, BF16] {
-        // Decode (1 row), every tile tail of 6 (Q8_0) and 8 (bf16) rows,
+    for ty in [Q8_0, Q5_0, Q4_1, F16, BF16] {
+        // Decode (1 row), every tile tail of 6 (Q8_0, Q5_0, Q4_1) and 8 (bf16) rows,
         // several tiles and chunks, planes of b, K from one block to 1024,
         // M from 16 to 4,800 (one- and two-row chunks of up to 32 groups).
         check_mul_mat(ty, 1, 32, 16, 1, 1);
@@ -190,12 +221,12 @@ fn check_mul_mat_id(ty: u32, seed: u64, k: usize, m: usize, e: usize, u: usize, 
     let bv = rng.vec(k * t);
     let ids: Vec<i32> = (0..t * u).map(|i| ((i / u * 7 + (i % u) * 3) % e) as i32).collect();
     let (bytes, a_vals) = encode(ty, &av, k);
-    let bq = operand(ty, &bv, k);
+    let row = unsafe { sys::ggml_row_size(ty, k as i64) };
     let mut want = vec![0f32; m * u * t];
     for tok in 0..t {
         for s in 0..u {
             let ex = ids[tok * u + s] as usize;
-            let col = naive(&a_vals[ex * m * k..][..m * k], k, m, &bq[tok * k..][..k], 1);
+            let col = reference(ty, &bytes[ex * m * row..][..m * row], &a_vals[ex * m * k..][..m * k], k, m, &bv[tok * k..][..k], 1);
             want[(tok * u + s) * m..][..m].copy_from_slice(&col);
         }
     }
@@ -218,7 +249,7 @@ fn check_mul_mat_id(ty: u32, seed: u64, k: usize, m: usize, e: usize, u: usize, 
 
 #[test]
 fn mul_mat_id_fast_matches_reference() {
-    for ty in [Q8_0, F16, BF16] {
+    for ty in [Q8_0, Q5_0, Q4_1, F16, BF16] {
         check_mul_mat_id(ty, 31, 64, 16, 4, 2, 1);
         check_mul_mat_id(ty, 32, 256, 32, 8, 4, 37);
         check_mul_mat_id(ty, 33, 128, 48, 16, 2, 100);
@@ -232,7 +263,7 @@ fn get_rows_of_a_fast_matrix() {
     let be = backend();
     let (k, m) = (96usize, 48usize);
     let ids: Vec<i32> = vec![0, 47, 16, 15, 3, 0];
-    for ty in [Q8_0, F16, BF16] {
+    for ty in [Q8_0, Q5_0, Q4_1, F16, BF16] {
         let av = Rng::new(70 + ty as u64).vec(k * m);
         let (bytes, vals) = encode(ty, &av, k);
         let (mut root, mut input) = contexts(&be);

@@ -17,10 +17,11 @@ import (
 // arithmetic is checked exactly, against an f64 product of the values
 // they multiply, by tests/ops_fast_kernels.rs; this holds whole models.
 const (
-	// fastQ8Spreads: Q8_0 with each block's sum converted once is only
-	// another order of f32 sums, like another CPU: measured 0.4 to 2.4
-	// times the reference's own spread (qwen35-small-q8_0 the worst).
-	// Twice otherCPUSpreads, as another CPU's order may add its own.
+	// fastQ8Spreads: Q8_0 (Q5_0, Q4_1) with each block's sum converted
+	// once is only another order of f32 sums, like another CPU: measured
+	// 0.4 to 2.4 times the reference's own spread on the Q8_0 parity
+	// models (qwen35-small-q8_0 the worst). Twice otherCPUSpreads, as
+	// another CPU's order may add its own.
 	fastQ8Spreads = 2 * otherCPUSpreads
 	// fastF16Spreads: F16 weights and their activations rounded to bf16
 	// lose three bits each, which these random-weight models amplify as
@@ -44,8 +45,9 @@ func fastTolerance(name string, spread float64) float64 {
 }
 
 // TestFastKernels runs every parity model in Q8_0 and F16 (the types the
-// fast kernels change) and Gemma 3 270M's real weights (its attn_v are
-// Q8_0) on the fast kernels against their golden files. Where the CPU
+// fast kernels change among theirs) and the real weights of Gemma 3 270M
+// (Q5_0 and Q8_0 among its products) and SmolLM2-135M (Q4_1) on the fast
+// kernels against their golden files. Where the CPU
 // lacks the instructions the kernels need, the option changes nothing and
 // the same bounds hold.
 func TestFastKernels(t *testing.T) {
@@ -62,17 +64,23 @@ func TestFastKernels(t *testing.T) {
 			checkFastInUse(t, path, name, doc.Sequences[0].Tokens)
 		})
 	}
-	t.Run("gemma3-270m", func(t *testing.T) {
-		var doc realDoc
-		readGolden(t, "real_gemma3-270m.json", &doc)
-		path := realModel(t, "GGML_RS_GEMMA3", "fetch-gemma3")
-		if got := testfile.SHA256(t, path); got != doc.ModelSHA256 {
-			t.Fatalf("%s has sha256 %s, the golden file's model %s", path, got, doc.ModelSHA256)
-		}
-		tol := math.Max(parityMaxAbs, fastQ8Spreads*doc.spread())
-		t.Logf("fast kernels: tolerance %.3g (reference spread %.3g)", tol, doc.spread())
-		realLogits(t, path, "on", &doc, tol, tol, true)
-	})
+	for _, c := range []struct{ name, env, fetch string }{
+		{"gemma3-270m", "GGML_RS_GEMMA3", "fetch-gemma3"},
+		{"smollm2-135m", "GGML_RS_SMOLLM2", "fetch-smollm2"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var doc realDoc
+			readGolden(t, "real_"+c.name+".json", &doc)
+			path := realModel(t, c.env, c.fetch)
+			if got := testfile.SHA256(t, path); got != doc.ModelSHA256 {
+				t.Fatalf("%s has sha256 %s, the golden file's model %s", path, got, doc.ModelSHA256)
+			}
+			tol := math.Max(parityMaxAbs, fastQ8Spreads*doc.spread())
+			t.Logf("fast kernels: tolerance %.3g (reference spread %.3g)", tol, doc.spread())
+			realLogits(t, path, "on", &doc, tol, tol, true)
+			checkFastInUse(t, path, c.name, doc.Prompts[len(doc.Prompts)-1].Tokens)
+		})
+	}
 }
 
 // checkFastInUse makes sure the option reaches the kernels: where this
