@@ -31,6 +31,7 @@ import math
 import os
 import subprocess
 import sys
+import threading
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
@@ -46,7 +47,33 @@ def ik_failure(text):
     return lines[-1] if lines else "no output"
 
 
-def run(prog, a, model, ours=False, extra=(), ik=False):
+def execute(args, timeout):
+    """Runs args to completion: (returncode, stdout, stderr, peak resident
+    set size in MiB, from the kernel's accounting of that one process)."""
+    p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out, err = [], []
+    readers = [threading.Thread(target=lambda f=f, into=into: into.append(f.read())) for f, into in ((p.stdout, out), (p.stderr, err))]
+    for r in readers:
+        r.start()
+    expired = threading.Event()
+    timer = threading.Timer(timeout, lambda: (expired.set(), p.kill()))
+    timer.start()
+    try:
+        _, status, usage = os.wait4(p.pid, 0)
+    finally:
+        timer.cancel()
+    for r in readers:
+        r.join()
+    p.returncode = os.waitstatus_to_exitcode(status)
+    if expired.is_set():
+        raise subprocess.TimeoutExpired(args, timeout)
+    return p.returncode, "".join(out), "".join(err), usage.ru_maxrss / 1024
+
+
+PEAK = {}  # (model, column) -> the largest peak RSS in MiB over the rounds
+
+
+def run(prog, a, model, ours=False, extra=(), ik=False, column=None):
     # ggml-rs bench takes -threads and prints llama-bench's markdown table
     # (| ... | test | t/s |, "mean ± sd"); llama-ref and ik-ref take -t and
     # -json (ggml-rs also -fast-kernels, ik-ref -rtr, in extra).
@@ -54,15 +81,17 @@ def run(prog, a, model, ours=False, extra=(), ik=False):
     if a.ngl is not None and not ik:
         args += ["-ngl", str(a.ngl)]
     args += ["-threads", str(a.t), *extra, model] if ours else ["-t", str(a.t), "-json", *extra, model]
-    p = subprocess.run(args, capture_output=True, text=True, timeout=a.timeout)
-    if p.returncode != 0 and ik:
-        raise RuntimeError(f"exit {p.returncode}: {ik_failure(p.stderr + p.stdout)}")
-    if p.returncode != 0:
-        raise RuntimeError((p.stderr or p.stdout).strip().splitlines()[-1] if (p.stderr or p.stdout).strip() else f"exit {p.returncode}")
+    code, stdout, stderr, peak = execute(args, a.timeout)
+    if code != 0 and ik:
+        raise RuntimeError(f"exit {code}: {ik_failure(stderr + stdout)}")
+    if code != 0:
+        raise RuntimeError((stderr or stdout).strip().splitlines()[-1] if (stderr or stdout).strip() else f"exit {code}")
+    if column:
+        PEAK[(model, column)] = max(PEAK.get((model, column), 0), peak)
     if not ours:
-        return json.loads(p.stdout.strip().splitlines()[-1])
+        return json.loads(stdout.strip().splitlines()[-1])
     out = {}
-    for line in p.stdout.splitlines():
+    for line in stdout.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if len(cells) >= 2 and "±" in cells[-1] and cells[-2][:2] in ("pp", "tg"):
             m, sd = (float(x) for x in cells[-1].split("±"))
@@ -116,24 +145,24 @@ def main():
         for _ in range(a.rounds):
             if ours_note is None:
                 try:
-                    ours.append(run(a.ours, a, model, ours=True))
+                    ours.append(run(a.ours, a, model, ours=True, column="ggml-rs"))
                 except (RuntimeError, ValueError, subprocess.TimeoutExpired) as e:
                     ours_note = f"ggml-rs bench failed: {e}"
-            ref.append(run(a.ref, a, model))
+            ref.append(run(a.ref, a, model, column="llama.cpp"))
             if a.ik and ours_note is None:
                 try:
-                    fast.append(run(a.ours, a, model, ours=True, extra=("-fast-kernels",)))
+                    fast.append(run(a.ours, a, model, ours=True, extra=("-fast-kernels",), column="ggml-rs fast"))
                 except (RuntimeError, ValueError, subprocess.TimeoutExpired) as e:
                     ours_note = f"ggml-rs bench -fast-kernels failed: {e}"
             if ik_ok:
                 try:
-                    ik.append(run(a.ik, a, model, ik=True))
+                    ik.append(run(a.ik, a, model, ik=True, column="ik"))
                 except (RuntimeError, ValueError, subprocess.TimeoutExpired) as e:
                     ik_notes.append(f"{os.path.basename(model)}: {e}")
                     ik_ok = False
             if ikr_ok:
                 try:
-                    ikr.append(run(a.ik, a, model, extra=("-rtr",), ik=True))
+                    ikr.append(run(a.ik, a, model, extra=("-rtr",), ik=True, column="ik rtr"))
                 except (RuntimeError, ValueError, subprocess.TimeoutExpired) as e:
                     ik_notes.append(f"{os.path.basename(model)} with -rtr: {e}")
                     ikr_ok = False
@@ -159,6 +188,13 @@ def main():
                 kratio = f"{mine / best:7.2f}" if mine and best else f"{'-':>7}"
                 cols = f" {fs} | {ks} | {krs} | {kratio} |"
             print(f"| {name:<20} | {key + str(n):>6} | {os_} | {rs} | {ratio} |{cols}", flush=True)
+    columns = [c for c in ("ggml-rs", "llama.cpp", "ggml-rs fast", "ik", "ik rtr") if any(k[1] == c for k in PEAK)]
+    print(f"\npeak resident memory, MiB (largest over the rounds; model file size for scale)")
+    print(f"| {'model':<20} | {'file':>6} |" + "".join(f" {c:>12} |" for c in columns))
+    print(f"|{'-' * 22}|{'-' * 8}|" + "".join(f"{'-' * 14}|" for _ in columns))
+    for model in a.models:
+        cells = "".join(f" {PEAK[(model, c)]:12.0f} |" if (model, c) in PEAK else f" {'-':>12} |" for c in columns)
+        print(f"| {os.path.basename(model).removesuffix('.gguf'):<20} | {os.path.getsize(model) / 2**20:6.0f} |{cells}")
     if ours_note:
         print(f"bench: ours not measured: {ours_note}; the reference alone is shown")
     for note in ik_notes:
