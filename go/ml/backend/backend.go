@@ -11,7 +11,9 @@ import (
 	"fmt"
 	"iter"
 	"log/slog"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -91,14 +93,28 @@ var (
 // BackendMemory filled with what every device would need, as Ollama's New
 // did (its runner recovers the panic and reports the memory). An
 // unreadable or invalid file is an error (*Error, StatusIO or
-// StatusFormat), never a crash. NewWithOptions takes ggml-rs's extensions.
+// StatusFormat), never a crash. NewWithOptions takes ggml-rs's extensions;
+// of them, New reads one from the environment, for programs such as Ollama
+// that call New alone: GGML_RS_FAST_KERNELS=1 (or true) is WithFastKernels.
+// A value strconv.ParseBool does not take is an error.
 func New(modelPath string, params ml.BackendParams) (ml.Backend, error) {
-	b, err := create(modelPath, params, modelOptions{})
+	var o modelOptions
+	if v := os.Getenv(FastKernelsEnv); v != "" {
+		fast, err := strconv.ParseBool(v)
+		if err != nil {
+			return nil, fmt.Errorf("ggml-rs: %s=%q: want 1, true, 0 or false", FastKernelsEnv, v)
+		}
+		o.fast = fast
+	}
+	b, err := create(modelPath, params, o)
 	if err != nil {
 		return nil, err
 	}
 	return b, nil
 }
+
+// FastKernelsEnv is the environment variable New reads for WithFastKernels.
+const FastKernelsEnv = "GGML_RS_FAST_KERNELS"
 
 // cParams converts Ollama's parameters to ggml-rs's.
 func cParams(params ml.BackendParams) (C.ggml_rs_backend_params, error) {
