@@ -1,6 +1,7 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"math"
 	"math/rand"
@@ -20,7 +21,8 @@ func nowSeed() int64 { return time.Now().UnixNano() }
 func runBench(args []string) error {
 	fs := newFlags("bench", "[flags] MODEL",
 		"Measures prompt processing (-p tokens in batches of -batch) and generation (-n tokens,\n"+
-			"one at a time) of the GGUF model MODEL, -r times each, and prints llama-bench's table.")
+			"one at a time) of the GGUF model MODEL, -r times each, and prints llama-bench's table.\n"+
+			"As llama-bench, the cache holds -p + -n tokens unless -ctx asks for more.")
 	np := fs.Int("p", 512, "prompt tokens (0: skip)")
 	ng := fs.Int("n", 128, "generated tokens (0: skip)")
 	reps := fs.Int("r", 3, "repetitions")
@@ -39,8 +41,13 @@ func runBench(args []string) error {
 		return usagef("-ctx %d: the context must hold at least one token", *df.ctx)
 	}
 	path := pos[0]
-	if *df.ctx < *np+*ng {
-		*df.ctx = *np + *ng
+	// As llama-bench: a context of the prompt and the generated tokens
+	// unless -ctx asks for more (a 4096-token cache's pages would count
+	// in a peak memory that llama-bench's does not hold).
+	ctxSet := false
+	fs.Visit(func(f *flag.Flag) { ctxSet = ctxSet || f.Name == "ctx" })
+	if !ctxSet || *df.ctx < *np+*ng {
+		*df.ctx = max(*np+*ng, 1)
 	}
 	b, m, _, err := openDecoder(path, df)
 	if err != nil {
