@@ -13,7 +13,6 @@ import (
 	"github.com/ggml-rs/ggml-rs/go/kvcache"
 	"github.com/ggml-rs/ggml-rs/go/ml"
 	"github.com/ggml-rs/ggml-rs/go/model/decoder"
-	"github.com/ggml-rs/ggml-rs/go/sample"
 )
 
 func nowSeed() int64 { return time.Now().UnixNano() }
@@ -116,18 +115,19 @@ func runBench(args []string) error {
 		row(fmt.Sprintf("pp%d", *np), rates)
 	}
 	if *ng > 0 {
+		// As llama-bench and the reference drivers: each step decodes a
+		// random token and its logits are read back, not sampled (greedy
+		// sampling of a 262,144-token vocabulary would add ~1% a token;
+		// `generate` measures generation with its sampler).
 		var rates []float64
-		smp := sample.New(sample.Options{})
 		for i := 0; i <= *reps; i++ {
 			cache.Reset()
-			tok := tokens(1)[0]
+			toks := tokens(*ng)
 			start := time.Now()
-			for j := 0; j < *ng; j++ {
-				out, err := m.Forward(cache, []int32{tok}, false)
-				if err != nil {
+			for _, tok := range toks {
+				if _, err := m.Forward(cache, []int32{tok}, false); err != nil {
 					return err
 				}
-				tok = smp.Sample(out[0])
 			}
 			if i > 0 {
 				rates = append(rates, float64(*ng)/time.Since(start).Seconds())
