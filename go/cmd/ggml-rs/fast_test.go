@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ggml-rs/ggml-rs/go/internal/testfile"
 	"github.com/ggml-rs/ggml-rs/go/ml/backend"
 )
 
@@ -64,20 +63,12 @@ func TestFastKernels(t *testing.T) {
 			checkFastInUse(t, path, name, doc.Sequences[0].Tokens)
 		})
 	}
-	for _, c := range []struct{ name, env, fetch string }{
-		{"gemma3-270m", "GGML_RS_GEMMA3", "fetch-gemma3"},
-		{"smollm2-135m", "GGML_RS_SMOLLM2", "fetch-smollm2"},
-	} {
+	for _, c := range realModels {
 		t.Run(c.name, func(t *testing.T) {
-			var doc realDoc
-			readGolden(t, "real_"+c.name+".json", &doc)
-			path := realModel(t, c.env, c.fetch)
-			if got := testfile.SHA256(t, path); got != doc.ModelSHA256 {
-				t.Fatalf("%s has sha256 %s, the golden file's model %s", path, got, doc.ModelSHA256)
-			}
+			path, doc := realGolden(t, c.name, c.env, c.fetch)
 			tol := math.Max(parityMaxAbs, fastQ8Spreads*doc.spread())
 			t.Logf("fast kernels: tolerance %.3g (reference spread %.3g)", tol, doc.spread())
-			realLogits(t, path, "on", &doc, tol, tol, true)
+			realLogits(t, path, "on", doc, tol, tol, true)
 			checkFastInUse(t, path, c.name, doc.Prompts[len(doc.Prompts)-1].Tokens)
 		})
 	}

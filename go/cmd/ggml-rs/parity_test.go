@@ -504,6 +504,26 @@ func realModel(t *testing.T, env, fetch string) string {
 	return path
 }
 
+// realModels are the real models with golden files: the variable that
+// names each file and the make target that fetches it.
+var realModels = []struct{ name, env, fetch string }{
+	{"gemma3-270m", "GGML_RS_GEMMA3", "fetch-gemma3"},
+	{"smollm2-135m", "GGML_RS_SMOLLM2", "fetch-smollm2"},
+}
+
+// realGolden reads a real model's golden file and returns the model's path,
+// failing if the file there is not the one the golden file was made from.
+func realGolden(t *testing.T, name, env, fetch string) (string, *realDoc) {
+	t.Helper()
+	var doc realDoc
+	readGolden(t, "real_"+name+".json", &doc)
+	path := realModel(t, env, fetch)
+	if got := testfile.SHA256(t, path); got != doc.ModelSHA256 {
+		t.Fatalf("%s has sha256 %s, the golden file's model %s", path, got, doc.ModelSHA256)
+	}
+	return path, &doc
+}
+
 // realDoc is a golden file of scripts/parity.py real-golden.
 type realDoc struct {
 	ModelSHA256 string `json:"model_sha256"`
@@ -567,17 +587,9 @@ func (d *realDoc) spread() float64 {
 // generations). Gemma 3's tokenizer also gives llama.cpp's ids on the 433
 // tokenizer test strings.
 func TestRealWeights(t *testing.T) {
-	for _, c := range []struct{ name, env, fetch string }{
-		{"gemma3-270m", "GGML_RS_GEMMA3", "fetch-gemma3"},
-		{"smollm2-135m", "GGML_RS_SMOLLM2", "fetch-smollm2"},
-	} {
+	for _, c := range realModels {
 		t.Run(c.name, func(t *testing.T) {
-			var doc realDoc
-			readGolden(t, "real_"+c.name+".json", &doc)
-			path := realModel(t, c.env, c.fetch)
-			if got := testfile.SHA256(t, path); got != doc.ModelSHA256 {
-				t.Fatalf("%s has sha256 %s, the golden file's model %s", path, got, doc.ModelSHA256)
-			}
+			path, doc := realGolden(t, c.name, c.env, c.fetch)
 			tol, tie := parityMaxAbs, 0.0
 			if same, features := goldenCPU(t); !same {
 				tol = math.Max(parityMaxAbs, otherCPUSpreads*doc.spread())
@@ -585,10 +597,10 @@ func TestRealWeights(t *testing.T) {
 				t.Logf("CPU features %q, not the golden files' %q: tolerance %.3g", backend.CPUFeatures(), features, tol)
 			}
 			for _, fa := range []string{"on", "off"} {
-				t.Run("fa-"+fa, func(t *testing.T) { realLogits(t, path, fa, &doc, tol, tie, false) })
+				t.Run("fa-"+fa, func(t *testing.T) { realLogits(t, path, fa, doc, tol, tie, false) })
 			}
-			t.Run("chat", func(t *testing.T) { realChat(t, path, c.name, &doc, tie > 0) })
-			t.Run("tokenizer", func(t *testing.T) { realTokens(t, path, &doc) })
+			t.Run("chat", func(t *testing.T) { realChat(t, path, c.name, doc, tie > 0) })
+			t.Run("tokenizer", func(t *testing.T) { realTokens(t, path, doc) })
 		})
 	}
 }
