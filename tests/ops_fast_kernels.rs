@@ -72,6 +72,21 @@ fn weight(root: &mut Context, ty: u32, shape: [i64; 3], bytes: &[u8], fast: bool
     }
 }
 
+/// `op` over a weight of `ty` and `shape` holding `bytes`, marked for the
+/// fast kernels, computed on the CPU (its inputs built in `input`): None
+/// where the repacking buffer offers no layout for the weight.
+fn on_marked(ty: u32, shape: [i64; 3], bytes: &[u8], op: impl FnOnce(&mut Context, &mut Context, Tensor) -> Tensor) -> Option<Vec<f32>> {
+    let be = backend();
+    let (mut root, mut input) = contexts(&be);
+    let (a, buf) = weight(&mut root, ty, shape, bytes, true)?;
+    let c = op(&mut root, &mut input, a);
+    let got = eval(&mut root, c);
+    drop(root);
+    drop(input);
+    unsafe { sys::ggml_backend_buffer_free(buf) };
+    Some(got)
+}
+
 /// `vals` (rows of `k`) as a weight of `ty`, and the values the fast
 /// kernel multiplies them as.
 fn encode(ty: u32, vals: &[f32], k: usize) -> (Vec<u8>, Vec<f32>) {
@@ -170,24 +185,20 @@ fn taken(ty: u32) -> bool {
 
 /// `a = [k, m]` times f32 `b = [k, n, planes]` with the mark.
 fn check_mul_mat(ty: u32, seed: u64, k: usize, m: usize, n: usize, planes: usize) {
-    let be = backend();
     let mut rng = Rng::new(seed);
     let av: Vec<f32> = rng.vec(k * m).iter().map(|x| x * 2.0).collect();
     let bv = rng.vec(k * n * planes);
     let (bytes, a_vals) = encode(ty, &av, k);
     let want = reference(ty, &bytes, &a_vals, k, m, &bv, n * planes);
     let what = format!("{} [{k},{m}] x f32 [{k},{n},{planes}] (fast)", name(ty));
-    let (mut root, mut input) = contexts(&be);
-    let Some((a, buf)) = weight(&mut root, ty, [k as i64, m as i64, 1], &bytes, true) else {
+    let got = on_marked(ty, [k as i64, m as i64, 1], &bytes, |root, input, a| {
+        let b = upload(input, F32, &[k as i64, n as i64, planes as i64], &bv);
+        root.mul_mat(a, b).unwrap()
+    });
+    let Some(got) = got else {
         assert!(!taken(ty) || m % 16 != 0 || k % 32 != 0, "{what}: this CPU and build should take it");
         return;
     };
-    let b = upload(&mut input, F32, &[k as i64, n as i64, planes as i64], &bv);
-    let c = root.mul_mat(a, b).unwrap();
-    let got = eval(&mut root, c);
-    drop(root);
-    drop(input);
-    unsafe { sys::ggml_backend_buffer_free(buf) };
     eprintln!("{what}: vs naive {:.2e}", max_diff(&got, &want));
     assert_close(&what, &got, &want, tol(k), 1e-5);
 }
@@ -215,7 +226,6 @@ fn mul_mat_fast_matches_reference() {
 
 /// Experts `[k, m, e]` times `b = [k, 1, t]`, `u` experts a token.
 fn check_mul_mat_id(ty: u32, seed: u64, k: usize, m: usize, e: usize, u: usize, t: usize) {
-    let be = backend();
     let mut rng = Rng::new(seed);
     let av: Vec<f32> = rng.vec(k * m * e).iter().map(|x| x * 2.0).collect();
     let bv = rng.vec(k * t);
@@ -231,18 +241,15 @@ fn check_mul_mat_id(ty: u32, seed: u64, k: usize, m: usize, e: usize, u: usize, 
         }
     }
     let what = format!("{} experts [{k},{m},{e}] x f32 [{k},1,{t}], {u} used (fast)", name(ty));
-    let (mut root, mut input) = contexts(&be);
-    let Some((a, buf)) = weight(&mut root, ty, [k as i64, m as i64, e as i64], &bytes, true) else {
+    let got = on_marked(ty, [k as i64, m as i64, e as i64], &bytes, |root, input, a| {
+        let b = upload(input, F32, &[k as i64, 1, t as i64], &bv);
+        let i = upload_i32(input, &[u as i64, t as i64], &ids);
+        root.mul_mat_id(a, b, i).unwrap()
+    });
+    let Some(got) = got else {
         assert!(!taken(ty), "{what}: this CPU and build should take it");
         return;
     };
-    let b = upload(&mut input, F32, &[k as i64, 1, t as i64], &bv);
-    let i = upload_i32(&mut input, &[u as i64, t as i64], &ids);
-    let c = root.mul_mat_id(a, b, i).unwrap();
-    let got = eval(&mut root, c);
-    drop(root);
-    drop(input);
-    unsafe { sys::ggml_backend_buffer_free(buf) };
     eprintln!("{what}: vs naive {:.2e}", max_diff(&got, &want));
     assert_close(&what, &got, &want, tol(k), 1e-5);
 }
@@ -260,25 +267,21 @@ fn mul_mat_id_fast_matches_reference() {
 /// values its products use, Q8_0 and BF16 unchanged.
 #[test]
 fn get_rows_of_a_fast_matrix() {
-    let be = backend();
     let (k, m) = (96usize, 48usize);
     let ids: Vec<i32> = vec![0, 47, 16, 15, 3, 0];
     for ty in [Q8_0, Q5_0, Q4_1, F16, BF16] {
         let av = Rng::new(70 + ty as u64).vec(k * m);
         let (bytes, vals) = encode(ty, &av, k);
-        let (mut root, mut input) = contexts(&be);
-        let Some((a, buf)) = weight(&mut root, ty, [k as i64, m as i64, 1], &bytes, true) else {
+        let got = on_marked(ty, [k as i64, m as i64, 1], &bytes, |root, input, a| {
+            let i = upload_i32(input, &[ids.len() as i64], &ids);
+            root.get_rows(a, i).unwrap()
+        });
+        let Some(got) = got else {
             assert!(!taken(ty));
             continue;
         };
-        let i = upload_i32(&mut input, &[ids.len() as i64], &ids);
-        let r = root.get_rows(a, i).unwrap();
-        let got = eval(&mut root, r);
         let want: Vec<f32> = ids.iter().flat_map(|&id| vals[id as usize * k..][..k].to_vec()).collect();
         assert_eq!(got, want, "{} get_rows (fast)", name(ty));
-        drop(root);
-        drop(input);
-        unsafe { sys::ggml_backend_buffer_free(buf) };
     }
 }
 
