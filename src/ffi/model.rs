@@ -28,8 +28,8 @@ pub struct ggml_rs_model_params {
     pub no_extra_bufts: bool,
     /// Let CPU-resident matmul weights take kernels that are faster but
     /// round differently from ggml's (as ik_llama.cpp's run-time
-    /// repacking): Q8_0 products with each block's integer sum converted
-    /// once; F16 weights rounded to bf16 at load, and F16 and BF16
+    /// repacking): Q8_0, Q5_0 and Q4_1 products with each block's integer
+    /// sum converted once; F16 weights rounded to bf16 at load, and F16 and BF16
     /// products in bf16, where the CPU has AVX-512 BF16. Logits are then
     /// close to, but no longer bit-identical with, llama.cpp's. Ignored
     /// with `no_extra_bufts`.

@@ -13,7 +13,7 @@ pub const GGML_RS_FLAG_BAD_ROW_ID: i32 = 1 << 30;
 
 /// cbindgen:ignore
 /// Set by the loader on CPU weights that may take the fast kernels of
-/// scripts/patches/13-cpu-r16.inc (Q8_0 block sums converted once, F16 and
+/// scripts/patches/13-cpu-r16.inc (Q8_0/Q5_0/Q4_1 block sums converted once, F16 and
 /// BF16 through bf16 products): [`crate::ml::model::Layout::fast_kernels`].
 /// The kernels choose a layout by it when the weight is allocated.
 pub const GGML_RS_FLAG_FAST_KERNELS: i32 = 1 << 29;

@@ -35,7 +35,7 @@ func addModelFlags(fs *flag.FlagSet) *modelFlags {
 		flash:   fs.String("flash-attention", "auto", "flash attention: auto (on when every device that runs attention supports it), on or off"),
 		cpuMoE:  fs.Bool("cpu-moe", false, "keep the mixture-of-experts weights (ffn_*_exps) of all layers in CPU memory"),
 		nCPUMoE: fs.Int("n-cpu-moe", 0, "keep the mixture-of-experts weights (ffn_*_exps) of the first N layers in CPU memory"),
-		fast:    fs.Bool("fast-kernels", false, "CPU kernels that round differently from ggml's (Q8_0 block sums converted once; F16 weights as bf16 where the CPU has AVX-512 BF16): faster prompts, logits close to but not bit-identical with llama.cpp's"),
+		fast:    fs.Bool("fast-kernels", false, "CPU kernels that round differently from ggml's (Q8_0, Q5_0 and Q4_1 block sums converted once; F16 weights as bf16 where the CPU has AVX-512 BF16): faster prompts, logits close to but not bit-identical with llama.cpp's"),
 	}
 	// llama.cpp's tools spell it -t.
 	fs.IntVar(f.threads, "t", 0, "the same as -threads")

@@ -63,8 +63,8 @@ func WithoutRepacking() Option {
 
 // WithFastKernels lets CPU-resident matmul weights take kernels that are
 // faster but round differently from ggml's, as ik_llama.cpp's run-time
-// repacking does: Q8_0 products sum each 32-value block in integers and
-// convert it once (ggml converts every 4 values), and on CPUs with AVX-512
+// repacking does: Q8_0, Q5_0 and Q4_1 products sum each 32-value block in
+// integers and convert it once (ggml converts every 4 values), and on CPUs with AVX-512
 // BF16, F16 weights are rounded to bf16 at load and F16 and BF16 products
 // run in bf16 (prefill about twice as fast as f16). Logits then stay close
 // to, but are no longer bit-identical with, llama.cpp's; F16 weights lose

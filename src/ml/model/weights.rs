@@ -60,8 +60,8 @@ pub struct Layout {
     /// Do not use the CPU's extra (repacking) buffer types.
     pub no_extra_bufts: bool,
     /// Let CPU matmul weights take kernels that are faster but round
-    /// differently from ggml's (ik_llama.cpp's run-time repacking): Q8_0
-    /// with each block's integer sum converted once, F16 weights rounded
+    /// differently from ggml's (ik_llama.cpp's run-time repacking): Q8_0,
+    /// Q5_0 and Q4_1 with each block's integer sum converted once, F16 weights rounded
     /// to bf16 at load and F16/BF16 products in bf16 (on CPUs with AVX-512
     /// BF16). Logits then no longer match llama.cpp's bit for bit. No
     /// effect with `no_extra_bufts`, on weights placed on a GPU, or where
